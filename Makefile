@@ -1,0 +1,47 @@
+# The README's two commands (`make serve`, `make test`) and the benchmark targets.
+# Everything Python goes into .venv/; Debian packages are installed only where missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install serve site test bench bench-quick render lock clean
+
+$(VENV)/.installed: requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.lock
+	touch $@
+
+install: $(VENV)/.installed
+	scripts/install_system_packages.sh
+	scripts/install_actionlint.sh
+
+serve: install  ## build the site from the committed results and serve it at http://127.0.0.1:8000/
+	$(PY) -m mkdocs build --strict
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+
+site: install
+	$(PY) -m mkdocs build --strict
+
+test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
+	$(PY) -m pytest
+
+bench: install  ## what .github/workflows/bench.yml does: full runs, then the tables
+	$(PY) scripts/bench.py run
+	$(PY) scripts/bench.py render
+
+bench-quick: install
+	$(PY) scripts/bench.py run --quick
+
+render: install
+	$(PY) scripts/bench.py render
+
+lock:  ## re-pin requirements.lock from requirements.in
+	rm -rf build/lock-venv && $(PYTHON) -m venv build/lock-venv
+	build/lock-venv/bin/pip install --quiet -r requirements.in
+	build/lock-venv/bin/pip freeze --exclude-editable > requirements.lock
+
+clean:
+	rm -rf build site

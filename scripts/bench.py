@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The benchmark harness: list designs, serve one, run scenarios, render tables.
+
+    python scripts/bench.py list [--json]
+    python scripts/bench.py scenarios [--json]
+    python scripts/bench.py serve NAME [--port P] [--delay S]
+    python scripts/bench.py check NAME
+    python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
+    python scripts/bench.py render [--check]
+
+Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
+(unknown design or scenario, busy port, missing tool); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import probe, processes, render, runner  # noqa: E402
+from harness.catalogue import REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.records import load_records  # noqa: E402
+from harness.tools import ToolMissingError  # noqa: E402
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def command_list(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps([design.to_json() for design in catalogue.designs.values()], indent=2))
+        return EXIT_OK
+    width = max(len(name) for name in catalogue.designs)
+    for design in catalogue.designs.values():
+        print(f"{design.name:<{width}}  {design.kind:<5} {design.model:<28} {design.title}")
+    return EXIT_OK
+
+
+def command_scenarios(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps([scenario.to_json() for scenario in catalogue.scenarios.values()], indent=2))
+        return EXIT_OK
+    for scenario in catalogue.scenarios.values():
+        print(f"{scenario.id}: {scenario.title}\n    tool {scenario.tool}, designs: {', '.join(scenario.designs)}")
+    return EXIT_OK
+
+
+def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
+    design = catalogue.design(args.name)
+    processes.ensure_port_free(args.port)
+    command = runner.server_command(design, args.port, args.delay)
+    print("$ " + " ".join(command), file=sys.stderr, flush=True)
+    process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+    try:
+        return process.wait()
+    finally:
+        # Ctrl-C reaches only us (the server has its own session): pass the stop on, politely first.
+        processes.stop_process_group(process)
+
+
+def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Start a design, show its answer to GET /, verify it, stop it."""
+    design = catalogue.design(args.name)
+    port = processes.free_port()
+    command = runner.server_command(design, port, args.delay)
+    with processes.running_server(command, port, runner.LOG_DIR / "check" / design.name, cwd=REPO_ROOT) as server:
+        problems = runner.VERIFIERS[design.kind](server.host, server.port)
+        if design.kind == "http":
+            print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
+    print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
+          f"exit code on SIGTERM {server.exit_code}")
+    return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
+
+
+def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    scenarios = [catalogue.scenario(args.scenario)] if args.scenario else list(catalogue.scenarios.values())
+    for name in args.design or []:
+        catalogue.design(name)  # unknown names fail before anything starts
+    any_failed = False
+    for scenario in scenarios:
+        names = [name for name in args.design if name in scenario.designs] if args.design else None
+        if names == []:
+            continue
+        path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out)
+        print(render.scenario_table(record))
+        print(f"Wrote {path}")
+        failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+        if failed:
+            any_failed = True
+            print(f"FAILED in {scenario.id}: {', '.join(failed)} (see the table and build/logs/)", file=sys.stderr)
+    return EXIT_FAILED if any_failed else EXIT_OK
+
+
+def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    if args.check:
+        problems = render.stale_files()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            print("Tables are out of date with results/: run `python scripts/bench.py render`", file=sys.stderr)
+            return EXIT_FAILED
+        print(f"All tables match results/ ({len(load_records())} scenario records).")
+        return EXIT_OK
+    for path in render.write_all():
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    listing = commands.add_parser("list", help="the design catalogue")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=command_list)
+    scenarios = commands.add_parser("scenarios", help="the scenario catalogue")
+    scenarios.add_argument("--json", action="store_true")
+    scenarios.set_defaults(handler=command_scenarios)
+    serve = commands.add_parser("serve", help="run one design in the foreground")
+    serve.add_argument("name")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--delay", type=float, default=0.1)
+    serve.set_defaults(handler=command_serve)
+    check = commands.add_parser("check", help="start a design, verify its answer, stop it")
+    check.add_argument("name")
+    check.add_argument("--delay", type=float, default=0.0)
+    check.set_defaults(handler=command_check)
+    run = commands.add_parser("run", help="measure designs under a scenario")
+    run.add_argument("--scenario", help="one scenario id (default: every scenario)")
+    run.add_argument("--design", action="append", help="only this design (repeatable)")
+    run.add_argument("--quick", action="store_true", help="the scenario's quick settings (1 repetition)")
+    run.add_argument("--repeat", type=int, help="repetitions per design (overrides the scenario)")
+    run.add_argument("--out", type=Path, help="directory for the records (default: results/ for a complete "
+                                               "full run, build/results/ otherwise)")
+    run.set_defaults(handler=command_run)
+    rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
+    rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
+    rendering.set_defaults(handler=command_render)
+    return parser
+
+
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: every `finally` stops what it started
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        return args.handler(load_catalogue(), args)
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted: every process started was stopped; no record was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Load the design and scenario catalogue from scripts/catalogue.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CATALOGUE_PATH = REPO_ROOT / "scripts" / "catalogue.toml"
+DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
+
+
+class UnknownNameError(LookupError):
+    """A design or scenario name that is not in the catalogue."""
+
+    def __init__(self, what: str, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown {what} {name!r}; known {what}s: {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    title: str
+    kind: str
+    file: str
+    page: str
+    model: str
+    concurrent: bool
+    reproduces: list[str]
+    command: list[str] = field(default_factory=lambda: list(DEFAULT_COMMAND))
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "kind": self.kind,
+            "file": self.file,
+            "page": self.page,
+            "model": self.model,
+            "concurrent": self.concurrent,
+            "reproduces": self.reproduces,
+            "command": self.command,
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    article: str
+    tool: str
+    requests: int
+    concurrency: list[int]
+    time_limit: float
+    delay: float
+    keep_alive: bool
+    repeat: int
+    designs: list[str]
+    quick: dict[str, Any]
+    published: dict[str, Any]
+
+    def settings(self, quick: bool) -> dict[str, Any]:
+        """The parameters a run uses: the full ones, or with the quick overrides."""
+        base = {
+            "requests": self.requests,
+            "concurrency": self.concurrency,
+            "time_limit": self.time_limit,
+            "delay": self.delay,
+            "keep_alive": self.keep_alive,
+            "repeat": self.repeat,
+        }
+        return {**base, **self.quick} if quick else base
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "article": self.article,
+            "tool": self.tool,
+            **self.settings(quick=False),
+            "designs": self.designs,
+            "quick": self.quick,
+            "published": self.published,
+        }
+
+
+_DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command"}
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    designs: dict[str, Design]
+    scenarios: dict[str, Scenario]
+
+    def design(self, name: str) -> Design:
+        if name not in self.designs:
+            raise UnknownNameError("design", name, sorted(self.designs))
+        return self.designs[name]
+
+    def scenario(self, scenario_id: str) -> Scenario:
+        if scenario_id not in self.scenarios:
+            raise UnknownNameError("scenario", scenario_id, sorted(self.scenarios))
+        return self.scenarios[scenario_id]
+
+
+def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
+    """Parse the catalogue and check that every scenario names known designs."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    designs: dict[str, Design] = {}
+    for entry in data.get("design", []):
+        known = {key: value for key, value in entry.items() if key in _DESIGN_FIELDS}
+        extra = {key: value for key, value in entry.items() if key not in _DESIGN_FIELDS}
+        design = Design(**known, extra=extra)
+        if design.name in designs:
+            raise ValueError(f"{path}: design {design.name!r} is listed twice")
+        designs[design.name] = design
+    scenarios: dict[str, Scenario] = {}
+    for entry in data.get("scenario", []):
+        scenario = Scenario(
+            id=entry["id"],
+            title=entry["title"],
+            article=entry.get("article", ""),
+            tool=entry["tool"],
+            requests=entry["requests"],
+            concurrency=entry["concurrency"],
+            time_limit=entry["time_limit"],
+            delay=entry["delay"],
+            keep_alive=entry.get("keep_alive", False),
+            repeat=entry["repeat"],
+            designs=entry["designs"],
+            quick=entry.get("quick", {}),
+            published=entry.get("published", {}),
+        )
+        for name in scenario.designs:
+            if name not in designs:
+                raise UnknownNameError("design", name, sorted(designs))
+        scenarios[scenario.id] = scenario
+    return Catalogue(designs=designs, scenarios=scenarios)

@@ -1,0 +1,162 @@
+"""Start processes in their own process group and always stop them.
+
+Every process the harness starts (a server, a load tool) runs in a new session,
+so stopping it means signalling the whole group: a prefork server's workers or
+a shell's children cannot outlive it. Stopping is SIGTERM, a grace period, then
+SIGKILL, and it runs in `finally` blocks, so Ctrl-C and failures leave no orphans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+STOP_GRACE_SECONDS = 6.0  # servers promise to exit within 5 s of SIGTERM
+READY_TIMEOUT_SECONDS = 15.0
+STDERR_TAIL_BYTES = 2000
+
+
+class PortBusyError(OSError):
+    """The requested port is already taken on the loopback interface."""
+
+
+class ServerStartError(RuntimeError):
+    """A server exited or never listened; carries the tail of its stderr."""
+
+    def __init__(self, message: str, stderr_tail: str) -> None:
+        super().__init__(f"{message}\n--- stderr (tail) ---\n{stderr_tail}" if stderr_tail else message)
+        self.stderr_tail = stderr_tail
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Ask the kernel for a port nobody uses right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def ensure_port_free(port: int, host: str = LOOPBACK) -> None:
+    """Raise PortBusyError naming the port when something already listens there."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise PortBusyError(
+                f"port {port} on {host} is busy ({error.strerror}); stop what uses it or pick another with --port"
+            ) from error
+
+
+def cpu_pinning() -> dict[str, str | None]:
+    """Which CPU the server and the load tool get: separate cores when there are two or more."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2 and shutil.which("taskset"):
+        return {"server": str(cpus[0]), "load": str(cpus[1])}
+    return {"server": None, "load": None}
+
+
+def pinned(command: Sequence[str], cpu: str | None) -> list[str]:
+    """Prefix a command with taskset when a CPU is given."""
+    return ["taskset", "-c", cpu, *command] if cpu is not None else list(command)
+
+
+def tail(path: Path, limit: int = STDERR_TAIL_BYTES) -> str:
+    """The last bytes of a log file, decoded leniently."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace")
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS) -> int:
+    """SIGTERM the process group, wait, then SIGKILL it; return the leader's exit code."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+    # Children may outlive the leader (a worker that ignored SIGTERM): kill what is left.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    return process.wait(timeout=grace)
+
+
+def wait_until_listening(process: subprocess.Popen[bytes], port: int, stderr_path: Path,
+                         host: str = LOOPBACK, timeout: float = READY_TIMEOUT_SECONDS) -> None:
+    """Poll until the port accepts connections; fail early if the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerStartError(f"exited with code {process.returncode} before listening on port {port}",
+                                   tail(stderr_path))
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.05)
+    raise ServerStartError(f"did not listen on {host}:{port} within {timeout:.0f} s", tail(stderr_path))
+
+
+@dataclass
+class RunningServer:
+    """A started server: where it listens and where its output goes."""
+
+    process: subprocess.Popen[bytes]
+    host: str
+    port: int
+    stdout_path: Path
+    stderr_path: Path
+    exit_code: int | None = None
+
+    def stderr_tail(self) -> str:
+        return tail(self.stderr_path)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+@contextlib.contextmanager
+def running_server(command: Sequence[str], port: int, log_dir: Path, host: str = LOOPBACK,
+                   cpu: str | None = None, env: dict[str, str] | None = None,
+                   cwd: Path | None = None) -> Iterator[RunningServer]:
+    """Start a server, wait until it listens, yield it, and always stop its whole group."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path = log_dir / "server.stdout", log_dir / "server.stderr"
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        process = subprocess.Popen(pinned(command, cpu), stdout=stdout, stderr=stderr,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env=env, cwd=cwd)
+    server = RunningServer(process, host, port, stdout_path, stderr_path)
+    try:
+        wait_until_listening(process, port, stderr_path, host)
+        yield server
+    finally:
+        server.exit_code = stop_process_group(process)
+
+
+def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a load tool in its own process group with a hard timeout; never leave it behind."""
+    process = subprocess.Popen(pinned(command, cpu), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, start_new_session=True, text=True, cwd=cwd)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop_process_group(process, grace=1.0)
+        stdout, stderr = process.communicate()
+        stderr += f"\n[harness] killed after the {timeout:.0f} s timeout"
+        return subprocess.CompletedProcess(list(command), -9, stdout, stderr)
+    finally:
+        if process.poll() is None:  # KeyboardInterrupt or any other escape
+            stop_process_group(process, grace=1.0)
+    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)

@@ -1,0 +1,48 @@
+"""Results files: written atomically, read back for rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.catalogue import REPO_ROOT
+
+RESULTS_DIR = REPO_ROOT / "results"
+SCHEMA_VERSION = 1
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over the target.
+
+    A reader (or a crash) sees the old file or the new one, never half of one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
+    return results_dir / f"{scenario_id}.json"
+
+
+def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
+    """Every scenario's record in a results directory, by scenario id."""
+    records = {}
+    for path in sorted(results_dir.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
+        records[data["scenario"]["id"]] = data
+    return records

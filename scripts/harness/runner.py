@@ -1,0 +1,172 @@
+"""Run a scenario: for each design, start it, verify it, load it, stop it, record.
+
+Order of a cell: start the server (pinned to one CPU) -> wait until it listens ->
+verify its answer (a wrong answer is recorded as failed, never measured) -> prime
+it with a few requests -> run the load tool (pinned to the other CPU) -> check it
+is still alive -> stop it (SIGTERM to the process group) and record its exit code.
+Repetitions alternate the order of designs, so slow drift of the machine does not
+always favour the same design. The scenario's record is written once, atomically,
+after the last cell: an interrupted run leaves the previous record untouched.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import probe, processes
+from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario
+from harness.environment import describe_machine, utc_now
+from harness.records import RESULTS_DIR, SCHEMA_VERSION, results_path, write_json_atomic
+from harness.tools import require_tool
+
+LOG_DIR = REPO_ROOT / "build" / "logs"
+SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"
+PRIMER_REQUESTS = 3
+VERIFIERS = {"http": probe.verify_http}
+
+
+def server_command(design: Design, port: int, delay: float, host: str = processes.LOOPBACK) -> list[str]:
+    """Fill the design's command template."""
+    values = {"python": sys.executable, "file": str(REPO_ROOT / design.file), "host": host,
+              "port": str(port), "delay": str(delay)}
+    return [part.format(**values) for part in design.command]
+
+
+def prime(host: str, port: int) -> None:
+    """A few requests before measuring, so first-request costs (imports, caches) are not timed."""
+    for _ in range(PRIMER_REQUESTS):
+        probe.exchange(host, port, f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode(), timeout=10)
+
+
+def time_wait_sockets() -> int | None:
+    """TCP sockets in TIME_WAIT right now (from /proc/net/sockstat), recorded beside each run."""
+    try:
+        with open("/proc/net/sockstat", encoding="ascii") as sockstat:
+            for line in sockstat:
+                if line.startswith("TCP:"):
+                    fields = line.split()
+                    return int(fields[fields.index("tw") + 1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+@dataclass
+class DesignOutcome:
+    """What one design did across the whole scenario."""
+
+    design: Design
+    status: str = "ok"
+    problems: list[str] = field(default_factory=list)
+    stderr_tail: str = ""
+    server_exit_codes: list[int | None] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def fail(self, problem: str, stderr_tail: str = "") -> None:
+        self.status = "failed"
+        self.problems.append(problem)
+        self.stderr_tail = stderr_tail or self.stderr_tail
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.design.name, "title": self.design.title, "model": self.design.model,
+                "reproduces": self.design.reproduces, "status": self.status, "problems": self.problems,
+                "stderr_tail": self.stderr_tail, "server_exit_codes": self.server_exit_codes, "runs": self.runs}
+
+
+class Progress:
+    """One line per cell on stderr: what runs, how far along, and an estimate of the time left."""
+
+    def __init__(self, total_cells: int, estimate_per_cell: float) -> None:
+        self.total, self.done, self.started = total_cells, 0, time.monotonic()
+        self.estimate_per_cell = estimate_per_cell
+
+    def step(self, label: str) -> None:
+        elapsed = time.monotonic() - self.started
+        per_cell = elapsed / self.done if self.done else self.estimate_per_cell
+        left = per_cell * (self.total - self.done)
+        print(f"[{self.done + 1}/{self.total}] {label}  (elapsed {_clock(elapsed)}, about {_clock(left)} left)",
+              file=sys.stderr, flush=True)
+        self.done += 1
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
+
+
+def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
+                        tool: Any, pinning: dict[str, str | None], progress: Progress) -> None:
+    """Start one design, verify it, run every concurrency level once, stop it."""
+    design = outcome.design
+    port = processes.free_port()
+    log_dir = LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
+    try:
+        with processes.running_server(server_command(design, port, settings["delay"]), port, log_dir,
+                                      cpu=pinning["server"], cwd=REPO_ROOT) as server:
+            problems = VERIFIERS[design.kind](server.host, server.port)
+            if problems:
+                outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
+                return
+            prime(server.host, server.port)
+            url = f"http://{server.host}:{server.port}/"
+            for concurrency in settings["concurrency"]:
+                progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
+                run = tool.run(url, concurrency, settings, log_dir / f"c{concurrency}", pinning["load"])
+                run.update(repetition=repetition, time_wait_before=time_wait_sockets(),
+                           requests_requested=settings["requests"], time_limit=settings.get("time_limit"))
+                outcome.runs.append(run)
+                if not server.alive():
+                    outcome.fail(f"server died during the run (exit code {server.process.returncode})",
+                                 server.stderr_tail())
+                    return
+                if run.get("error"):
+                    outcome.fail(f"load tool failed at c={concurrency}: {run['error']}", server.stderr_tail())
+                    return
+        outcome.server_exit_codes.append(server.exit_code)
+        if server.exit_code != 0:
+            outcome.fail(f"server exited with code {server.exit_code} on SIGTERM (expected 0)", server.stderr_tail())
+    except processes.ServerStartError as error:
+        outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
+
+
+def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
+                 repeat: int | None, out_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+    """Run every cell of a scenario and write its record; returns the path and the record."""
+    settings = scenario.settings(quick)
+    if repeat is not None:
+        settings["repeat"] = repeat
+    designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
+    tool = require_tool(scenario.tool)
+    pinning = processes.cpu_pinning()
+    environment = describe_machine(pinning, {tool.name: tool.version()})
+    outcomes = {design.name: DesignOutcome(design) for design in designs}
+    cells = len(designs) * settings["repeat"] * len(settings["concurrency"])
+    progress = Progress(cells, estimate_per_cell=float(settings.get("time_limit") or 10) + 1)
+    started = utc_now()
+    for repetition in range(settings["repeat"]):
+        order = designs if repetition % 2 == 0 else list(reversed(designs))
+        for design in order:
+            outcome = outcomes[design.name]
+            if outcome.status == "failed":
+                progress.done += len(settings["concurrency"])  # skipped cells still count as done
+                continue
+            measure_design_once(outcome, scenario, settings, repetition, tool, pinning, progress)
+    record = {
+        "schema": SCHEMA_VERSION,
+        "scenario": scenario.to_json(),
+        "mode": "quick" if quick else "full",
+        "settings": settings,
+        "environment": environment,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "designs": [outcomes[design.name].to_json() for design in designs],
+    }
+    complete_run = not quick and design_names is None and repeat is None
+    target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)
+    path = results_path(scenario.id, target_dir)
+    write_json_atomic(path, record)
+    return path, record

@@ -1,0 +1,180 @@
+"""asyncio streams: one event loop, one coroutine per connection, no threads.
+
+The model: asyncio's event loop does what the selectors loop did by hand. Each
+connection gets a coroutine that reads as if it were blocking code; every
+`await` hands the thread back to the loop, which runs the other coroutines
+meanwhile. The simulated database call is an `await asyncio.sleep()`: a timer
+inside the loop, so waiting costs neither a thread nor the loop's attention.
+Grows from: selectors_timer.py (the same event loop, run by asyncio, and the
+timer without a thread).
+
+Run:   python servers/asyncio_streams.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: one thread for everything, so any call that blocks
+(time.sleep, a blocking database driver) would freeze every connection, as in
+selectors_blocking_sleep.py; asyncio_executor.py shows the way out for those.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (CLIENT_TIMEOUT for the
+whole head, and again for sending), and clients that send more than we read (we half-close and drain
+instead of resetting).
+"""
+
+import argparse
+import asyncio
+import email.utils
+import re
+import signal
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+# No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+async def read_request_head(reader: asyncio.StreamReader) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive."""
+    try:
+        # The reader's limit (MAX_HEAD_BYTES, set in start_server) caps how far
+        # readuntil looks for the blank line: past it, LimitOverrunError.
+        received = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise RequestError(431) from None
+    except asyncio.IncompleteReadError:
+        raise ConnectionError("client closed before finishing its request") from None
+    return received[:-4]
+
+
+async def close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        writer.write_eof()
+        async with asyncio.timeout(DRAIN_TIMEOUT):
+            while await reader.read(65536):
+                pass
+    except OSError:
+        pass  # the client is already gone, or DRAIN_TIMEOUT passed (TimeoutError is an OSError)
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except OSError:
+            pass  # a reset while closing: nothing left to protect
+
+
+async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            async with asyncio.timeout(CLIENT_TIMEOUT):
+                method = parse_request_head(await read_request_head(reader))
+            if method != "GET":
+                raise RequestError(405)
+            await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        writer.write(response)
+        async with asyncio.timeout(CLIENT_TIMEOUT):
+            await writer.drain()  # returns once the socket has taken the bytes
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        writer.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(reader, writer)
+
+
+async def serve_forever(host: str, port: int, delay: float) -> None:
+    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+
+    handlers: set[asyncio.Task[None]] = set()
+
+    def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.create_task(handle_request(reader, writer, delay))
+        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
+        handler.add_done_callback(handlers.discard)
+
+    server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
+    host, port = server.sockets[0].getsockname()[:2]
+    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    await stopping.wait()
+
+    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+    await server.wait_closed()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    asyncio.run(serve_forever(args.host, args.port, args.delay))
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

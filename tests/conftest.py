@@ -1,0 +1,29 @@
+"""Shared fixtures: the catalogue, and designs started exactly the way the harness starts them."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import processes, runner
+from harness.catalogue import Design, load_catalogue
+
+CATALOGUE = load_catalogue()
+HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
+
+
+@contextlib.contextmanager
+def started(design: Design, tmp_path: Path, delay: float = 0.0) -> Iterator[processes.RunningServer]:
+    """A design listening on a free loopback port; stopped (whole process group) on exit."""
+    port = processes.free_port()
+    command = runner.server_command(design, port, delay)
+    with processes.running_server(command, port, tmp_path / design.name, cwd=runner.REPO_ROOT) as server:
+        yield server
+
+
+@pytest.fixture(params=HTTP_DESIGNS, ids=lambda design: design.name)
+def http_design(request: pytest.FixtureRequest) -> Design:
+    return request.param

@@ -1,0 +1,150 @@
+"""The behaviour suite: every HTTP design in the catalogue keeps the server contract.
+
+Each test starts the design the way the harness does (its own process group, a
+free loopback port) and always stops it. Timing claims use generous bounds: they
+assert which side of the line a design is on, not how fast it is.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import CATALOGUE, started
+from harness import probe, processes
+from harness.catalogue import REPO_ROOT, Design
+
+EXPECTED_BODY_MARK = b"<h1>Hello from a Python server</h1>"
+
+
+def header_block(total_kib: int) -> bytes:
+    """`total_kib` headers of about 1 KiB each (few enough for http.server's 100-header limit)."""
+    return b"".join(b"X-Filler-%03d: %s\r\n" % (index, b"a" * 1000) for index in range(total_kib))
+
+
+def request_with_headers(extra: bytes = b"") -> bytes:
+    return b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + b"\r\n"
+
+
+def test_get_root_answers_the_page_with_correct_headers(http_design: Design, tmp_path) -> None:
+    with started(http_design, tmp_path) as server:
+        response = probe.get(server.host, server.port)
+    assert probe.http_problems(response) == []
+    assert EXPECTED_BODY_MARK in response.body
+
+
+def test_a_request_sent_one_byte_at_a_time_gets_the_same_answer(http_design: Design, tmp_path) -> None:
+    request = request_with_headers()
+    with started(http_design, tmp_path) as server:
+        whole = probe.parse_response(probe.exchange(server.host, server.port, request))
+        trickled = probe.parse_response(
+            probe.exchange(server.host, server.port, [bytes([byte]) for byte in request], pause=0.002))
+    assert trickled.status == whole.status == 200
+    assert trickled.body == whole.body
+
+
+def test_a_20_kib_header_block_is_answered(http_design: Design, tmp_path) -> None:
+    with started(http_design, tmp_path) as server:
+        response = probe.parse_response(probe.exchange(server.host, server.port, request_with_headers(header_block(20))))
+    assert response.status == 200
+    assert EXPECTED_BODY_MARK in response.body
+
+
+def test_a_70_kib_header_block_gets_431_and_the_client_can_read_it(http_design: Design, tmp_path) -> None:
+    with started(http_design, tmp_path) as server:
+        # A reset instead of a graceful close would raise ConnectionResetError here.
+        raw = probe.exchange(server.host, server.port, request_with_headers(header_block(70)))
+        assert server.alive()
+        after = probe.get(server.host, server.port)
+    assert probe.parse_response(raw).status == 431
+    assert after.status == 200  # one bad client does not break the server
+
+
+@pytest.mark.parametrize("request_bytes", [b"NONSENSE\r\n\r\n", b"GET /\r\n\r\n", b"GET / HTTP/9.9 extra\r\n\r\n"],
+                         ids=["no-spaces", "no-version", "garbage-version"])
+def test_a_malformed_request_line_gets_400(http_design: Design, tmp_path, request_bytes: bytes) -> None:
+    with started(http_design, tmp_path) as server:
+        response = probe.parse_response(probe.exchange(server.host, server.port, request_bytes))
+    assert response.status == 400
+
+
+def test_a_method_other_than_get_is_refused(http_design: Design, tmp_path) -> None:
+    request = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello"
+    with started(http_design, tmp_path) as server:
+        response = probe.parse_response(probe.exchange(server.host, server.port, request))
+    assert response.status in (405, 501)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design: Design, tmp_path, signum) -> None:
+    answers: list[probe.RawResponse] = []
+    with started(http_design, tmp_path, delay=1.0) as server:
+        client = threading.Thread(target=lambda: answers.append(probe.get(server.host, server.port)))
+        client.start()
+        time.sleep(0.4)  # the request is now inside its 1 s simulated call
+        signalled = time.monotonic()
+        os.kill(server.process.pid, signum)
+        exit_code = server.process.wait(timeout=10)
+        stopped_after = time.monotonic() - signalled
+        client.join(timeout=10)
+    assert exit_code == 0
+    assert stopped_after < 5.0
+    assert [answer.status for answer in answers] == [200]
+
+
+def test_the_default_host_is_loopback(http_design: Design) -> None:
+    if http_design.command[:2] != ["{python}", "{file}"]:
+        pytest.skip("not one of our Python files: the harness passes --host explicitly")
+    port = processes.free_port()
+    process = subprocess.Popen([sys.executable, http_design.file, "--port", str(port)], stdout=subprocess.PIPE,
+                               text=True, cwd=REPO_ROOT, start_new_session=True)
+    try:
+        first_line = process.stdout.readline()
+    finally:
+        processes.stop_process_group(process)
+        process.stdout.close()
+    assert first_line.startswith(f"Serving on http://127.0.0.1:{port}/")
+
+
+def simultaneous_gets(host: str, port: int, count: int) -> tuple[float, list[int]]:
+    """Open `count` requests at the same moment; return the wall time until the last answer, and the statuses."""
+    statuses: list[int] = []
+    barrier = threading.Barrier(count)
+
+    def one() -> None:
+        barrier.wait()
+        statuses.append(probe.get(host, port, timeout=30).status)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    started_at = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return time.monotonic() - started_at, statuses
+
+
+def test_the_concurrency_claim_of_the_page(http_design: Design, tmp_path) -> None:
+    """Ten requests with a 0.2 s call: together in under 0.8 s, or queued for over 1.5 s."""
+    with started(http_design, tmp_path, delay=0.2) as server:
+        elapsed, statuses = simultaneous_gets(server.host, server.port, 10)
+    assert statuses == [200] * 10
+    if http_design.concurrent:
+        assert elapsed < 0.8, f"{http_design.name} claims to overlap the waits but took {elapsed:.2f} s"
+    else:
+        assert elapsed > 1.5, f"{http_design.name} claims to queue requests but took only {elapsed:.2f} s"
+
+
+def test_the_default_executor_caps_how_many_blocking_calls_overlap(tmp_path) -> None:
+    """asyncio-executor: twice as many 0.2 s calls as the executor has threads take two rounds, not one."""
+    workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default size
+    with started(CATALOGUE.design("asyncio-executor"), tmp_path, delay=0.2) as server:
+        elapsed, statuses = simultaneous_gets(server.host, server.port, 2 * workers)
+    assert statuses == [200] * (2 * workers)
+    assert 0.38 < elapsed < 1.2, f"expected two rounds of 0.2 s, took {elapsed:.2f} s"
