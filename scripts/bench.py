@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import probe, processes, render, runner  # noqa: E402
-from harness.catalogue import REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError  # noqa: E402
 
@@ -54,7 +54,7 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    command = runner.server_command(design, args.port, args.delay)
+    command = runner.server_command(design, args.port, args.delay, runner.LOG_DIR / "serve" / design.name)
     print("$ " + " ".join(command), file=sys.stderr, flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
     try:
@@ -68,8 +68,9 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Start a design, show its answer to GET /, verify it, stop it."""
     design = catalogue.design(args.name)
     port = processes.free_port()
-    command = runner.server_command(design, port, args.delay)
-    with processes.running_server(command, port, runner.LOG_DIR / "check" / design.name, cwd=REPO_ROOT) as server:
+    workdir = runner.LOG_DIR / "check" / design.name
+    command = runner.server_command(design, port, args.delay, workdir)
+    with processes.running_server(command, port, workdir, cwd=REPO_ROOT) as server:
         problems = runner.VERIFIERS[design.kind](server.host, server.port)
         if design.kind == "http":
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
@@ -114,6 +115,8 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR,
+                        help="directory of catalogue *.toml files (default: scripts/catalogue)")
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="the design catalogue")
     listing.add_argument("--json", action="store_true")
@@ -151,8 +154,10 @@ def interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, interrupt)
+    # Also when started with SIGINT ignored (a background job of a script): Ctrl-C must still clean up.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return args.handler(load_catalogue(), args)
+        return args.handler(load_catalogue(args.catalogue), args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

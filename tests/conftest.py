@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +20,10 @@ HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind =
 def started(design: Design, tmp_path: Path, delay: float = 0.0) -> Iterator[processes.RunningServer]:
     """A design listening on a free loopback port; stopped (whole process group) on exit."""
     port = processes.free_port()
-    command = runner.server_command(design, port, delay)
-    with processes.running_server(command, port, tmp_path / design.name, cwd=runner.REPO_ROOT) as server:
+    workdir = tmp_path / design.name
+    command = runner.server_command(design, port, delay, workdir)
+    with processes.running_server(command, port, workdir, cwd=runner.REPO_ROOT,
+                                  stop_signal=signal.Signals[design.stop_signals[0]]) as server:
         yield server
 
 

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import CATALOGUE, started
+from conftest import CATALOGUE, HTTP_DESIGNS, started
 from harness import probe, processes
 from harness.catalogue import REPO_ROOT, Design
 
@@ -56,13 +56,14 @@ def test_a_20_kib_header_block_is_answered(http_design: Design, tmp_path) -> Non
     assert EXPECTED_BODY_MARK in response.body
 
 
-def test_a_70_kib_header_block_gets_431_and_the_client_can_read_it(http_design: Design, tmp_path) -> None:
+def test_a_70_kib_header_block_is_refused_and_the_client_can_read_why(http_design: Design, tmp_path) -> None:
+    """431 for our designs; a real server's own status where its catalogue entry documents one."""
     with started(http_design, tmp_path) as server:
         # A reset instead of a graceful close would raise ConnectionResetError here.
         raw = probe.exchange(server.host, server.port, request_with_headers(header_block(70)))
         assert server.alive()
         after = probe.get(server.host, server.port)
-    assert probe.parse_response(raw).status == 431
+    assert probe.parse_response(raw).status == http_design.oversized_head_status
     assert after.status == 200  # one bad client does not break the server
 
 
@@ -81,15 +82,20 @@ def test_a_method_other_than_get_is_refused(http_design: Design, tmp_path) -> No
     assert response.status in (405, 501)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+STOP_CASES = [pytest.param(design, signal.Signals[name], id=f"{design.name}-{name}")
+              for design in HTTP_DESIGNS for name in design.stop_signals]
+
+
+@pytest.mark.parametrize(("http_design", "signum"), STOP_CASES)
 def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design: Design, tmp_path, signum) -> None:
+    """Every signal the design lists as graceful (SIGTERM and SIGINT for ours) keeps this promise."""
     answers: list[probe.RawResponse] = []
     with started(http_design, tmp_path, delay=1.0) as server:
         client = threading.Thread(target=lambda: answers.append(probe.get(server.host, server.port)))
         client.start()
         time.sleep(0.4)  # the request is now inside its 1 s simulated call
         signalled = time.monotonic()
-        os.kill(server.process.pid, signum)
+        os.killpg(server.process.pid, signum)
         exit_code = server.process.wait(timeout=10)
         stopped_after = time.monotonic() - signalled
         client.join(timeout=10)

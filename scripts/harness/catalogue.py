@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CATALOGUE_PATH = REPO_ROOT / "scripts" / "catalogue.toml"
+CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
 
 
@@ -30,6 +30,10 @@ class Design:
     concurrent: bool
     reproduces: list[str]
     command: list[str] = field(default_factory=lambda: list(DEFAULT_COMMAND))
+    config_template: str | None = None  # a file the harness fills (@HOST@, @PORT@, ...) for {config}
+    # Signals that stop the design gracefully; the harness stops it with the first one.
+    stop_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
+    oversized_head_status: int = 431  # what a 70 KiB request head gets (real servers may differ)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -43,6 +47,9 @@ class Design:
             "concurrent": self.concurrent,
             "reproduces": self.reproduces,
             "command": self.command,
+            "config_template": self.config_template,
+            "stop_signals": self.stop_signals,
+            "oversized_head_status": self.oversized_head_status,
             **self.extra,
         }
 
@@ -62,6 +69,7 @@ class Scenario:
     designs: list[str]
     quick: dict[str, Any]
     published: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)  # tool- or scenario-specific extras
 
     def settings(self, quick: bool) -> dict[str, Any]:
         """The parameters a run uses: the full ones, or with the quick overrides."""
@@ -72,6 +80,7 @@ class Scenario:
             "delay": self.delay,
             "keep_alive": self.keep_alive,
             "repeat": self.repeat,
+            **self.options,
         }
         return {**base, **self.quick} if quick else base
 
@@ -88,7 +97,12 @@ class Scenario:
         }
 
 
-_DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command"}
+_DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
+                  "config_template", "stop_signals", "oversized_head_status"}
+
+
+_SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
+                    "repeat", "designs", "quick", "published"}
 
 
 @dataclass(frozen=True)
@@ -107,11 +121,21 @@ class Catalogue:
         return self.scenarios[scenario_id]
 
 
-def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
-    """Parse the catalogue and check that every scenario names known designs."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, dict[str, Any]]]]:
+    """Design and scenario tables from every *.toml in the directory, in file-name order."""
+    designs, scenarios = [], []
+    for path in sorted(directory.glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        designs += [(path, entry) for entry in data.get("design", [])]
+        scenarios += [(path, entry) for entry in data.get("scenario", [])]
+    return designs, scenarios
+
+
+def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
+    """Parse every catalogue file and check that names are unique and scenarios name known designs."""
+    design_entries, scenario_entries = read_entries(directory)
     designs: dict[str, Design] = {}
-    for entry in data.get("design", []):
+    for path, entry in design_entries:
         known = {key: value for key, value in entry.items() if key in _DESIGN_FIELDS}
         extra = {key: value for key, value in entry.items() if key not in _DESIGN_FIELDS}
         design = Design(**known, extra=extra)
@@ -119,7 +143,7 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
             raise ValueError(f"{path}: design {design.name!r} is listed twice")
         designs[design.name] = design
     scenarios: dict[str, Scenario] = {}
-    for entry in data.get("scenario", []):
+    for path, entry in scenario_entries:
         scenario = Scenario(
             id=entry["id"],
             title=entry["title"],
@@ -134,9 +158,12 @@ def load_catalogue(path: Path = CATALOGUE_PATH) -> Catalogue:
             designs=entry["designs"],
             quick=entry.get("quick", {}),
             published=entry.get("published", {}),
+            options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
         )
         for name in scenario.designs:
             if name not in designs:
                 raise UnknownNameError("design", name, sorted(designs))
+        if scenario.id in scenarios:
+            raise ValueError(f"{path}: scenario {scenario.id!r} is listed twice")
         scenarios[scenario.id] = scenario
     return Catalogue(designs=designs, scenarios=scenarios)

@@ -78,11 +78,12 @@ def tail(path: Path, limit: int = STDERR_TAIL_BYTES) -> str:
     return data[-limit:].decode("utf-8", errors="replace")
 
 
-def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS) -> int:
-    """SIGTERM the process group, wait, then SIGKILL it; return the leader's exit code."""
+def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS,
+                       stop_signal: signal.Signals = signal.SIGTERM) -> int:
+    """Signal the process group (SIGTERM unless told), wait, then SIGKILL it; return the leader's exit code."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(process.pid, stop_signal)
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
@@ -127,8 +128,8 @@ class RunningServer:
 
 @contextlib.contextmanager
 def running_server(command: Sequence[str], port: int, log_dir: Path, host: str = LOOPBACK,
-                   cpu: str | None = None, env: dict[str, str] | None = None,
-                   cwd: Path | None = None) -> Iterator[RunningServer]:
+                   cpu: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
+                   stop_signal: signal.Signals = signal.SIGTERM) -> Iterator[RunningServer]:
     """Start a server, wait until it listens, yield it, and always stop its whole group."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "server.stdout", log_dir / "server.stderr"
@@ -141,7 +142,7 @@ def running_server(command: Sequence[str], port: int, log_dir: Path, host: str =
         wait_until_listening(process, port, stderr_path, host)
         yield server
     finally:
-        server.exit_code = stop_process_group(process)
+        server.exit_code = stop_process_group(process, stop_signal=stop_signal)
 
 
 def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,

@@ -58,7 +58,7 @@ def published_figure(record: dict[str, Any], design: dict[str, Any]) -> str:
     figures = record["scenario"].get("published", {}).get("figures", {})
     for attempt in design["reproduces"]:
         if attempt in figures:
-            return format_rate(figures[attempt])
+            return f"{figures[attempt]:g}"  # as the article printed it
     return "–"
 
 
@@ -143,10 +143,32 @@ def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
     return TABLE_HEAD + "\n".join(design_rows(record, design, with_name=False)) + "\n\n" + caption(record) + "\n"
 
 
+def environment_table(records: dict[str, dict[str, Any]]) -> str:
+    """One row per results file: where and how its numbers were made."""
+    lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for scenario_id, record in records.items():
+        environment = record["environment"]
+        pinning = environment["pinning"]
+        pinned = (f"server CPU {pinning['server_cpu']}, tool CPU {pinning['load_tool_cpu']}"
+                  if pinning["server_cpu"] is not None else "none")
+        dirty = " (uncommitted changes)" if environment.get("dirty") else ""
+        lines.append(
+            f"| `{scenario_id}` | {record['mode']}, {record['settings']['repeat']}× | {environment['cpu_model']}, "
+            f"{environment['cpu_count']} CPUs, {environment['memory_gib']} GiB, {environment['runner']} | {pinned} | "
+            f"{environment['kernel']} / {environment['python']} | {', '.join(environment['tools'].values())} | "
+            f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} |")
+    return "\n".join(lines) + "\n"
+
+
 def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR) -> dict[Path, str]:
     """Every generated file and its content, computed from the records alone."""
     files: dict[Path, str] = {}
-    for scenario_id, record in load_records(results_dir).items():
+    records = load_records(results_dir)
+    if records:
+        header = HEADER.format(source="every file in results/")
+        files[generated_dir / "environment.md"] = header + environment_table(records)
+    for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")
         files[generated_dir / f"{scenario_id}.md"] = header + scenario_table(record)
         for design in record["designs"]:

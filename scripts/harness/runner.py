@@ -11,6 +11,7 @@ after the last cell: an interrupted run leaves the previous record untouched.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,10 +30,27 @@ PRIMER_REQUESTS = 3
 VERIFIERS = {"http": probe.verify_http}
 
 
-def server_command(design: Design, port: int, delay: float, host: str = processes.LOOPBACK) -> list[str]:
-    """Fill the design's command template."""
+def write_config(design: Design, port: int, delay: float, host: str, workdir: Path) -> Path | None:
+    """Fill a real server's config template with this run's port, delay and scratch directory."""
+    if design.config_template is None:
+        return None
+    text = (REPO_ROOT / design.config_template).read_text(encoding="utf-8")
+    replacements = {"@HOST@": host, "@PORT@": str(port), "@DELAY@": f"{delay:g}",
+                    "@DELAY_MS@": str(round(delay * 1000)), "@WORKDIR@": str(workdir), "@REPO@": str(REPO_ROOT)}
+    for token, value in replacements.items():
+        text = text.replace(token, value)
+    config = workdir / Path(design.config_template).name
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+def server_command(design: Design, port: int, delay: float, workdir: Path,
+                   host: str = processes.LOOPBACK) -> list[str]:
+    """Fill the design's command template (and its config file, if it has one)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = write_config(design, port, delay, host, workdir)
     values = {"python": sys.executable, "file": str(REPO_ROOT / design.file), "host": host,
-              "port": str(port), "delay": str(delay)}
+              "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir)}
     return [part.format(**values) for part in design.command]
 
 
@@ -105,8 +123,9 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     port = processes.free_port()
     log_dir = LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
-        with processes.running_server(server_command(design, port, settings["delay"]), port, log_dir,
-                                      cpu=pinning["server"], cwd=REPO_ROOT) as server:
+        with processes.running_server(server_command(design, port, settings["delay"], log_dir), port, log_dir,
+                                      cpu=pinning["server"], cwd=REPO_ROOT,
+                                      stop_signal=signal.Signals[design.stop_signals[0]]) as server:
             problems = VERIFIERS[design.kind](server.host, server.port)
             if problems:
                 outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
@@ -128,7 +147,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                     return
         outcome.server_exit_codes.append(server.exit_code)
         if server.exit_code != 0:
-            outcome.fail(f"server exited with code {server.exit_code} on SIGTERM (expected 0)", server.stderr_tail())
+            outcome.fail(f"server exited with code {server.exit_code} on {design.stop_signals[0]} (expected 0)",
+                         server.stderr_tail())
     except processes.ServerStartError as error:
         outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
 

@@ -1,16 +1,19 @@
-"""Load tools: each builds its command line and parses what the tool emits.
+"""Load tools: each adapter builds its command line and parses what the tool emits.
 
-A tool adapter turns (url, concurrency, settings) into one run record with the
-same keys whatever the tool: requests_per_second, complete, failed, latency_ms
-(mean, p50, p90, p99, max), duration_s, plus the tool's own extras.
+An adapter module defines `TOOL`, an object with `name`, `executable`,
+`install_hint`, `version()` and `run(url, concurrency, settings, workdir, cpu)`.
+`run` returns one record with the same keys whatever the tool:
+requests_per_second, complete, failed, latency_ms (mean, p50, p90, p99, max),
+duration_s, keep_alive, command, exit_code, error; plus the tool's own extras.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import shutil
-from typing import Protocol
-
-from harness.tools.ab import ApacheBench
+from pathlib import Path
+from typing import Any, Protocol
 
 
 class ToolMissingError(RuntimeError):
@@ -24,8 +27,24 @@ class LoadTool(Protocol):
 
     def version(self) -> str: ...
 
+    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+            cpu: str | None) -> dict[str, Any]: ...
 
-TOOLS: dict[str, LoadTool] = {tool.name: tool for tool in (ApacheBench(),)}
+
+def _discover() -> dict[str, LoadTool]:
+    """Every adapter module in this package that defines TOOL."""
+    tools: dict[str, LoadTool] = {}
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.stem.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{path.stem}")
+        tool = getattr(module, "TOOL", None)
+        if tool is not None:
+            tools[tool.name] = tool
+    return tools
+
+
+TOOLS = _discover()
 
 
 def require_tool(name: str) -> LoadTool:

@@ -91,7 +91,9 @@ class ApacheBench:
 
     def version(self) -> str:
         first = subprocess.run(["ab", "-V"], capture_output=True, text=True, timeout=10).stdout.splitlines()
-        return first[0].strip() if first else "unknown"
+        # "This is ApacheBench, Version 2.3 <$Revision: ... $>" -> "ApacheBench 2.3"
+        match = re.search(r"ApacheBench, Version (\S+)", first[0]) if first else None
+        return f"ApacheBench {match.group(1)}" if match else "ApacheBench (unknown version)"
 
     def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]:
         command = ["ab"]
@@ -124,3 +126,6 @@ class ApacheBench:
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+TOOL = ApacheBench()

@@ -1,0 +1,52 @@
+"""The page as an ASGI application: what uvicorn runs.
+
+The model: none of its own. An ASGI application is a coroutine function the
+server calls once per request, as a task on the server's event loop (uvloop,
+a libuv-based replacement for asyncio's loop, under uvicorn). The simulated
+database call is `await asyncio.sleep()`: a timer on that loop, so one thread
+keeps any number of requests waiting at once, as in asyncio_streams.py.
+Grows from: asyncio_streams.py (the same coroutine per request, minus every
+line about reading and writing bytes, which the server now owns).
+
+Run:   APP_DELAY=0.1 uvicorn --app-dir servers asgi_app:app --http httptools --loop uvloop
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: the delay comes from the APP_DELAY environment
+variable, read once at import, because the command line belongs to the server.
+A blocking call here (time.sleep, a blocking database driver) would freeze
+every request of the process, exactly as in selectors_blocking_sleep.py.
+"""
+
+import asyncio
+import os
+
+DELAY = float(os.environ.get("APP_DELAY", "0.1"))  # seconds of simulated database call per request
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+
+async def app(scope: dict, receive, send) -> None:
+    """Answer GET with BODY after DELAY seconds, anything else with 405."""
+    if scope["type"] != "http":
+        return  # lifespan and websocket events: nothing to set up, nothing to refuse
+    if scope["method"] != "GET":
+        status, body, content_type = 405, b"405 Method Not Allowed\n", b"text/plain; charset=utf-8"
+    else:
+        await asyncio.sleep(DELAY)  # the simulated database call: only this request waits
+        status, body, content_type = 200, BODY, b"text/html; charset=utf-8"
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", content_type),
+            (b"content-length", str(len(body)).encode()),
+            # ASGI lets an application ask for the connection to close; uvicorn then
+            # answers "Connection: close" and closes after the body, as every design here does.
+            (b"connection", b"close"),
+        ],
+    })
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,61 @@
+"""The page as a WSGI application: what a real Python server (Gunicorn, Waitress) runs.
+
+The model: none of its own. A WSGI application is a function the server calls
+once per request, in whatever thread, process or greenlet the server chose;
+the concurrency is entirely the server's. The simulated database call is a
+blocking time.sleep(), so each call ties up whatever runs it: a worker process
+(gunicorn sync), a greenlet that gevent's monkey-patching makes cooperative
+(gunicorn gevent), or a pool thread (waitress).
+Grows from: sequential_sockets.py (the same BODY and the same answers, minus
+every line about sockets, which the server now owns).
+
+Run:   APP_DELAY=0.1 gunicorn -c servers/gunicorn_sync.conf.py
+       python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: the delay comes from the APP_DELAY environment
+variable, read once at import, because a server's command line belongs to the
+server, not to the application. Connection, Date and the framing of the
+response are the server's business: PEP 3333 forbids an application to send
+hop-by-hop headers such as Connection (waitress refuses them outright), so
+"Connection: close" is configured in each server, not sent from here.
+"""
+
+import os
+import time
+from collections.abc import Callable, Iterable
+
+DELAY = float(os.environ.get("APP_DELAY", "0.1"))  # seconds of simulated database call per request
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+StartResponse = Callable[[str, list[tuple[str, str]]], object]
+
+
+def make_app(delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
+    """A WSGI application that answers GET with BODY after `delay` seconds, anything else with 405."""
+
+    def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] != "GET":
+            body = b"405 Method Not Allowed\n"
+            start_response("405 Method Not Allowed", [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                ("Allow", "GET"),
+            ])
+            return [body]
+        time.sleep(delay)  # the simulated database call: it blocks whatever the server runs us in
+        start_response("200 OK", [
+            ("Content-Type", "text/html; charset=utf-8"),
+            ("Content-Length", str(len(BODY))),  # without it, HTTP/1.1 servers fall back to chunked
+        ])
+        return [BODY]
+
+    return app
+
+
+app = make_app(DELAY)  # what `gunicorn wsgi_app:app` looks for

@@ -1,0 +1,161 @@
+"""The harness on bad input, broken designs, interruption and atomic writes.
+
+These tests run scripts/bench.py as a reader would (a subprocess), against the
+real catalogue or the catalogue of deliberately broken designs in
+tests/fixtures/designs/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE
+from harness.catalogue import REPO_ROOT
+from harness.records import write_json_atomic
+
+BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
+BROKEN_CATALOGUE = REPO_ROOT / "tests" / "fixtures" / "designs"
+FROM_SCRATCH_ATTEMPTS = ["http-server", "raw-sockets", "threading", "selectors-blocking", "selectors-timer", "asyncio"]
+
+
+def bench(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env)
+
+
+def test_list_json_covers_every_from_scratch_attempt_with_the_required_fields() -> None:
+    listed = json.loads(bench("list", "--json").stdout)
+    for entry in listed:
+        assert {"name", "title", "kind", "file", "page", "model", "reproduces"} <= entry.keys()
+        assert (REPO_ROOT / entry["file"]).is_file(), entry["file"]
+        assert (REPO_ROOT / "docs" / entry["page"]).is_file(), entry["page"]
+    reproduced = {attempt for entry in listed for attempt in entry["reproduces"]}
+    assert {f"from-scratch/{attempt}" for attempt in FROM_SCRATCH_ATTEMPTS} <= reproduced
+
+
+def test_every_scenario_names_designs_and_a_known_tool() -> None:
+    listed = json.loads(bench("scenarios", "--json").stdout)
+    assert "from-scratch" in {scenario["id"] for scenario in listed}
+    for scenario in listed:
+        assert scenario["designs"], scenario["id"]
+        assert scenario["tool"] in {"ab", "hey", "wrk", "echo-client"}
+
+
+@pytest.mark.parametrize("args", [["run", "--design", "no-such-design"], ["run", "--scenario", "no-such-scenario"],
+                                  ["serve", "no-such-design"], ["check", "no-such-design"]])
+def test_an_unknown_name_exits_2_and_lists_the_known_ones(args: list[str]) -> None:
+    result = bench(*args)
+    assert result.returncode == 2
+    assert "unknown" in result.stderr
+    assert "sequential-sockets" in result.stderr or "from-scratch" in result.stderr
+
+
+def test_a_busy_port_is_named() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as squatter:
+        port = squatter.getsockname()[1]
+        result = bench("serve", "sequential-sockets", "--port", str(port))
+    assert result.returncode == 2
+    assert f"port {port}" in result.stderr and "busy" in result.stderr
+
+
+def test_a_missing_load_tool_says_how_to_install_it(tmp_path: Path) -> None:
+    result = bench("run", "--scenario", "from-scratch", "--quick", "--out", str(tmp_path),
+                   env={**os.environ, "PATH": str(tmp_path)})  # nothing on PATH: no ab
+    assert result.returncode == 2
+    assert "ab is not installed" in result.stderr and "apt-get install apache2-utils" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
+def test_broken_designs_are_recorded_as_failed_and_the_run_goes_on(tmp_path: Path) -> None:
+    result = bench("--catalogue", str(BROKEN_CATALOGUE), "run", "--scenario", "broken-designs", "--out", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    record = json.loads((tmp_path / "broken-designs.json").read_text())
+    by_name = {design["name"]: design for design in record["designs"]}
+
+    assert by_name["exits-at-start"]["status"] == "failed"
+    assert "boom: this server refuses to start" in by_name["exits-at-start"]["stderr_tail"]
+
+    assert by_name["wrong-answer"]["status"] == "failed"
+    assert "no Content-Length" in by_name["wrong-answer"]["problems"][0]
+    assert by_name["wrong-answer"]["runs"] == []  # a wrong answer is never measured
+
+    assert by_name["dies-mid-run"]["status"] == "failed"
+    assert "dying on purpose" in by_name["dies-mid-run"]["stderr_tail"]
+
+    good = by_name["good"]
+    assert good["status"] == "ok" and good["server_exit_codes"] == [0]
+    assert good["runs"][0]["complete"] == 200 and good["runs"][0]["failed"] == 0
+    environment = record["environment"]
+    assert {"cpu_model", "cpu_count", "kernel", "python", "tools", "commit", "pinning"} <= environment.keys()
+    assert environment["tools"]["ab"].startswith("ApacheBench")
+    assert "FAILED in broken-designs: exits-at-start, wrong-answer, dies-mid-run" in result.stderr
+
+
+def processes_running(marker: str) -> list[str]:
+    """Command lines of live processes that contain `marker` (read from /proc, never truncated)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # the process ended while we looked
+        if marker in args:
+            found.append(args)
+    return found
+
+
+@pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_run_stops_everything_and_writes_no_record(tmp_path: Path, signum: signal.Signals) -> None:
+    out = tmp_path / "out"
+    harness = subprocess.Popen([*BENCH, "--catalogue", str(BROKEN_CATALOGUE), "run", "--scenario", "slow",
+                                "--out", str(out)], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not processes_running("c2/ab.csv"):
+            time.sleep(0.1)  # wait until the load tool is running against the server
+        running = processes_running("c2/ab.csv")
+        harness.send_signal(signum)
+        _, stderr = harness.communicate(timeout=30)
+    finally:
+        if harness.poll() is None:  # never SIGKILL first: the harness could not stop its children
+            harness.send_signal(signal.SIGINT)
+            harness.communicate(timeout=30)
+    assert running, f"the load tool never started; harness said: {stderr}"
+    assert harness.returncode == 130
+    assert "interrupted" in stderr
+    assert not out.exists() or list(out.iterdir()) == []
+    assert processes_running("c2/ab.csv") == []  # ab is gone
+    assert processes_running("sequential_sockets.py --host 127.0.0.1") == []  # and so is the server
+
+
+def test_an_atomic_write_that_fails_leaves_the_old_record_and_no_debris(tmp_path: Path) -> None:
+    target = tmp_path / "scenario.json"
+    write_json_atomic(target, {"version": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(target, {"version": 2, "unserialisable": object()})
+    assert json.loads(target.read_text()) == {"version": 1}
+    assert [path.name for path in tmp_path.iterdir()] == ["scenario.json"]
+
+
+def test_check_shows_the_answer_and_passes_for_a_correct_design() -> None:
+    result = bench("check", "thread-per-connection")
+    assert result.returncode == 0, result.stderr
+    assert "HTTP/1.1 200 OK" in result.stdout and "thread-per-connection: OK" in result.stdout
+
+
+def test_the_catalogue_design_files_and_pages_exist() -> None:
+    for design in CATALOGUE.designs.values():
+        assert (REPO_ROOT / design.file).exists(), design.file
+        assert (REPO_ROOT / "docs" / design.page).exists(), design.page

@@ -1,0 +1,112 @@
+"""The site: tables match the records, the build is strict, every runnable block runs.
+
+pytest-codeblocks (enabled in pyproject.toml) executes plain ```python and ```bash
+fences in README.md and docs/. It silently ignores fences with attributes
+(```bash title="x"), so the test below fails on any such fence that does not
+carry an explicit skip marker with a reason.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE
+from harness import render
+from harness.catalogue import REPO_ROOT
+
+MARKDOWN_FILES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")])
+FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`\n]*)$")
+RUNNABLE_LANGUAGES = {"python", "bash", "sh"}
+SKIP_MARKER = re.compile(r"^<!--\s*pytest\.mark\.skip\(reason=\"[^\"]{10,}\"\)\s*-->$")
+
+
+def opening_fences(path: Path) -> list[tuple[int, str, str]]:
+    """(line number, info string, the nearest non-blank line before it) for every opening fence."""
+    fences, inside, previous = [], False, ""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = FENCE.match(line)
+        if match:
+            if not inside:
+                fences.append((number, match.group("info").strip(), previous.strip()))
+            inside = not inside
+        if line.strip():
+            previous = line
+    return fences
+
+
+@pytest.mark.parametrize("path", MARKDOWN_FILES, ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_no_runnable_fence_is_silently_skipped(path: Path) -> None:
+    """A python/bash/sh fence with attributes is ignored by pytest-codeblocks: it must say why it does not run."""
+    silent = []
+    for number, info, before in opening_fences(path):
+        language, _, attributes = info.partition(" ")
+        if language in RUNNABLE_LANGUAGES and attributes and not SKIP_MARKER.match(before):
+            silent.append(f"line {number}: ```{info}")
+        if SKIP_MARKER.match(before) is None and before.startswith("<!--pytest"):
+            silent.append(f"line {number}: a marker without a real reason: {before}")
+    assert silent == [], "add <!--pytest.mark.skip(reason=\"...\")--> before these fences"
+
+
+def test_the_committed_tables_match_the_records() -> None:
+    """Every table the pages include is exactly what `bench.py render` makes from results/."""
+    assert render.stale_files() == []
+
+
+def test_render_check_detects_a_stale_table(tmp_path: Path) -> None:
+    results, generated = tmp_path / "results", tmp_path / "generated"
+    results.mkdir()
+    source = REPO_ROOT / "results" / "from-scratch.json"
+    (results / "from-scratch.json").write_text(source.read_text())
+    render.write_all(results, generated)
+    assert render.stale_files(results, generated) == []
+
+    table = generated / "from-scratch.md"
+    table.write_text(table.read_text().replace("**", "", 2))  # someone edits a number by hand
+    (generated / "orphan.md").write_text("a table whose record is gone\n")
+    (generated / "from-scratch" / "thread-per-connection.md").unlink()
+    problems = render.stale_files(results, generated)
+    assert any(problem.startswith("stale:") and problem.endswith("from-scratch.md") for problem in problems)
+    assert any(problem.startswith("no record behind:") and "orphan.md" in problem for problem in problems)
+    assert any(problem.startswith("missing:") and "thread-per-connection.md" in problem for problem in problems)
+
+
+def test_render_check_command_passes() -> None:
+    result = subprocess.run([sys.executable, "scripts/bench.py", "render", "--check"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_design_page_includes_its_own_file_and_results() -> None:
+    for design in CATALOGUE.designs.values():
+        page = (REPO_ROOT / "docs" / design.page).read_text(encoding="utf-8")
+        assert f'--8<-- "{design.file}"' in page, f"{design.page} does not include {design.file}"
+        assert "--8<-- \"docs/_generated/" in page, f"{design.page} includes no rendered results"
+
+
+def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+    """Broken links, anchors, missing includes and pages outside the nav all fail the build."""
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert (tmp_path / "index.html").exists()
+
+
+SNIPPETS = sorted((REPO_ROOT / "snippets").glob("*.py"))
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda path: path.name)
+def test_every_snippet_runs(snippet: Path) -> None:
+    result = subprocess.run([sys.executable, str(snippet)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_workflows_pass_actionlint() -> None:
+    actionlint = Path(sys.executable).parent / "actionlint"
+    assert actionlint.exists(), "actionlint is installed by `make install` (scripts/install_actionlint.sh)"
+    result = subprocess.run([str(actionlint), "-no-color"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
