@@ -21,6 +21,7 @@ from typing import Any
 from harness import probe, processes
 from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario
 from harness.environment import describe_machine, utc_now
+from harness.resources import GroupSampler
 from harness.records import RESULTS_DIR, SCHEMA_VERSION, results_path, write_json_atomic
 from harness.tools import require_tool
 
@@ -71,6 +72,21 @@ def time_wait_sockets() -> int | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+TIME_WAIT_DRAIN_BELOW = 2000  # sockets; below this, leftovers of the last design cannot matter
+TIME_WAIT_MAX_WAIT_SECONDS = 10.0  # Linux keeps TIME_WAIT 60 s: wait for most of it to go, not all
+
+
+def wait_for_time_wait_drain(below: int = TIME_WAIT_DRAIN_BELOW,
+                             max_wait: float = TIME_WAIT_MAX_WAIT_SECONDS) -> None:
+    """Between designs, let the previous design's closed connections leave TIME_WAIT (bounded wait)."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline:
+        count = time_wait_sockets()
+        if count is None or count < below:
+            return
+        time.sleep(0.5)
 
 
 @dataclass
@@ -134,9 +150,12 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             url = f"http://{server.host}:{server.port}/"
             for concurrency in settings["concurrency"]:
                 progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
-                run = tool.run(url, concurrency, settings, log_dir / f"c{concurrency}", pinning["load"])
-                run.update(repetition=repetition, time_wait_before=time_wait_sockets(),
-                           requests_requested=settings["requests"], time_limit=settings.get("time_limit"))
+                time_wait_before = time_wait_sockets()
+                with GroupSampler(server.process.pid) as sampler:
+                    run = tool.run(url, concurrency, settings, log_dir / f"c{concurrency}", pinning["load"])
+                run.update(repetition=repetition, time_wait_before=time_wait_before,
+                           requests_requested=settings["requests"], time_limit=settings.get("time_limit"),
+                           server_resources=sampler.summary(run.get("complete") or 0))
                 outcome.runs.append(run)
                 if not server.alive():
                     outcome.fail(f"server died during the run (exit code {server.process.returncode})",
@@ -164,9 +183,13 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     pinning = processes.cpu_pinning()
     environment = describe_machine(pinning, {tool.name: tool.version()})
     outcomes = {design.name: DesignOutcome(design) for design in designs}
-    cells = len(designs) * settings["repeat"] * len(settings["concurrency"])
+    ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
+    cells = (len(designs) * settings["repeat"] + (1 if ceiling else 0)) * len(settings["concurrency"])
     progress = Progress(cells, estimate_per_cell=float(settings.get("time_limit") or 10) + 1)
     started = utc_now()
+    if ceiling is not None:
+        # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
+        measure_design_once(ceiling, scenario, {**settings, "delay": 0.0}, 0, tool, pinning, progress)
     for repetition in range(settings["repeat"]):
         order = designs if repetition % 2 == 0 else list(reversed(designs))
         for design in order:
@@ -174,6 +197,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
             if outcome.status == "failed":
                 progress.done += len(settings["concurrency"])  # skipped cells still count as done
                 continue
+            wait_for_time_wait_drain()
             measure_design_once(outcome, scenario, settings, repetition, tool, pinning, progress)
     record = {
         "schema": SCHEMA_VERSION,
@@ -184,6 +208,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         "started_utc": started,
         "finished_utc": utc_now(),
         "designs": [outcomes[design.name].to_json() for design in designs],
+        "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
     }
     complete_run = not quick and design_names is None and repeat is None
     target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)

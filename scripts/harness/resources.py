@@ -1,0 +1,93 @@
+"""Sample a server's process group while it is under load: peak memory, CPU time, process count.
+
+Linux only (reads /proc). A design may be one process, a parent with forked
+children, or a master with workers: all share the process group the harness
+created, so the sampler sums every process whose pgrp is the server's. CPU time
+includes children the group has already reaped (cutime/cstime), so short-lived
+forked children are counted too.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+SAMPLE_INTERVAL_SECONDS = 0.1
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    rss_bytes: int
+    cpu_ticks: int
+    processes: int
+
+
+def sample_group(pgid: int) -> GroupSample:
+    """RSS and CPU ticks (own + reaped children) summed over the process group."""
+    rss = ticks = count = 0
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = stat_path.read_text()
+            statm = (stat_path.parent / "statm").read_text()
+        except OSError:
+            continue  # the process ended while we looked
+        # The command name (field 2) may contain spaces: split after its closing parenthesis.
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) != pgid:  # fields[2] is pgrp (field 5 of stat)
+            continue
+        utime, stime, cutime, cstime = (int(value) for value in fields[11:15])
+        ticks += utime + stime + cutime + cstime
+        rss += int(statm.split()[1]) * PAGE_BYTES
+        count += 1
+    return GroupSample(rss, ticks, count)
+
+
+class GroupSampler:
+    """Samples a process group in a background thread between start() and stop()."""
+
+    def __init__(self, pgid: int) -> None:
+        self.pgid = pgid
+        self.peak_rss = 0
+        self.peak_processes = 0
+        self.first: GroupSample | None = None
+        self.last: GroupSample | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _take(self) -> None:
+        sample = sample_group(self.pgid)
+        if sample.processes == 0:
+            return
+        self.first = self.first or sample
+        self.last = sample
+        self.peak_rss = max(self.peak_rss, sample.rss_bytes)
+        self.peak_processes = max(self.peak_processes, sample.processes)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(SAMPLE_INTERVAL_SECONDS):
+            self._take()
+
+    def __enter__(self) -> GroupSampler:
+        self._take()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        self._take()
+
+    def summary(self, completed_requests: int) -> dict[str, float | int | None]:
+        """Peak RSS (MiB), CPU seconds used during the sampling, and per 1,000 requests."""
+        if self.first is None or self.last is None:
+            return {"peak_rss_mib": None, "cpu_seconds": None, "cpu_seconds_per_1000_requests": None,
+                    "peak_processes": None}
+        cpu_seconds = (self.last.cpu_ticks - self.first.cpu_ticks) / CLOCK_TICKS
+        per_thousand = cpu_seconds / completed_requests * 1000 if completed_requests else None
+        return {"peak_rss_mib": round(self.peak_rss / 2**20, 1), "cpu_seconds": round(cpu_seconds, 2),
+                "cpu_seconds_per_1000_requests": None if per_thousand is None else round(per_thousand, 3),
+                "peak_processes": self.peak_processes}
