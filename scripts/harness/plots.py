@@ -1,0 +1,106 @@
+"""SVG plots rendered from records: throughput, latency and memory against concurrency, and timelines.
+
+Plots are part of rendering: they read records only, and are written to
+docs/plots/ (a folder the site serves). Output is made deterministic (fixed SVG
+hash salt, no date in the metadata) so `render --check` can compare them byte for
+byte like the tables.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("svg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+matplotlib.rcParams.update({"svg.hashsalt": "many-clients", "svg.fonttype": "path", "font.size": 10,
+                            "axes.spines.top": False, "axes.spines.right": False})
+SVG_METADATA = {"Date": None, "Creator": "scripts/bench.py render"}
+
+
+def _to_svg(figure: Any) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata=SVG_METADATA, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _series(design: dict[str, Any], pick) -> tuple[list[int], list[float]]:
+    """(concurrency levels, median of `pick(run)` per level) over a design's successful runs."""
+    by_level: dict[int, list[float]] = {}
+    for run in design["runs"]:
+        value = pick(run) if run.get("error") is None else None
+        if value is not None:
+            by_level.setdefault(run["concurrency"], []).append(value)
+    levels = sorted(by_level)
+    return levels, [statistics.median(by_level[level]) for level in levels]
+
+
+def _line_plot(record: dict[str, Any], pick, ylabel: str, title: str, log_y: bool = False) -> str:
+    figure, axes = plt.subplots(figsize=(7.5, 4.2))
+    for design in record["designs"]:
+        levels, values = _series(design, pick)
+        if levels:
+            axes.plot(levels, values, marker="o", markersize=3, label=design["name"])
+    axes.set_xscale("log")
+    if log_y:
+        axes.set_yscale("log")
+    axes.set_xlabel("concurrent clients (log scale)")
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, loc="left")
+    axes.grid(True, which="major", alpha=0.3)
+    axes.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _to_svg(figure)
+
+
+def throughput_plot(record: dict[str, Any]) -> str:
+    return _line_plot(record, lambda run: run["requests_per_second"], "requests per second (median)",
+                      f"{record['scenario']['id']}: throughput against concurrency")
+
+
+def latency_plot(record: dict[str, Any]) -> str:
+    return _line_plot(record, lambda run: (run.get("latency_ms") or {}).get("p99"), "p99 latency, ms (log scale)",
+                      f"{record['scenario']['id']}: 99th-percentile latency against concurrency", log_y=True)
+
+
+def memory_plot(record: dict[str, Any]) -> str:
+    return _line_plot(record, lambda run: (run.get("server_resources") or {}).get("peak_rss_mib"),
+                      "peak memory of the server's processes, MiB",
+                      f"{record['scenario']['id']}: memory against open connections")
+
+
+def timeline_plot(design: dict[str, Any], title: str) -> str | None:
+    """Each request of the first repetition as a bar from its start to its end: who waits for whom."""
+    timeline = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
+    if not timeline:
+        return None
+    figure, axes = plt.subplots(figsize=(7.5, 0.12 * len(timeline) + 1.2))
+    for row, request in enumerate(timeline):
+        axes.barh(row, (request["end"] - request["start"]) * 1000, left=request["start"] * 1000, height=0.8,
+                  color="#3f51b5" if request.get("status") == 200 else "#c62828")
+    axes.invert_yaxis()
+    axes.set_xlabel("time since the first request, ms")
+    axes.set_ylabel("request (in order sent)")
+    axes.set_title(title, loc="left")
+    axes.grid(True, axis="x", alpha=0.3)
+    return _to_svg(figure)
+
+
+def scenario_plots(record: dict[str, Any]) -> dict[str, str]:
+    """File name -> SVG for every plot a record supports."""
+    plots: dict[str, str] = {}
+    scenario_id = record["scenario"]["id"]
+    if len(record["settings"]["concurrency"]) > 1:
+        plots[f"{scenario_id}-throughput.svg"] = throughput_plot(record)
+        plots[f"{scenario_id}-latency.svg"] = latency_plot(record)
+        plots[f"{scenario_id}-memory.svg"] = memory_plot(record)
+    for design in record["designs"]:
+        svg = timeline_plot(design, f"{design['name']}: {record['settings']['concurrency'][0]} clients, "
+                                    f"{record['settings']['delay']:g} s call")
+        if svg is not None:
+            plots[f"{scenario_id}-timeline-{design['name']}.svg"] = svg
+    return plots
