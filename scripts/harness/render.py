@@ -48,7 +48,8 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "rate": rates,
         "latency": latency,
-        "failed": sum(run["failed"] for run in runs),
+        # None: the tool could not know (hey stopped by a time limit does not report requests it sent).
+        "failed": None if any(run["failed"] is None for run in runs) else sum(run["failed"] for run in runs),
         "non_2xx": sum(run.get("non_2xx", 0) for run in runs),
         "complete": sorted(run["complete"] for run in runs),
         "requested": runs[0]["requests_requested"],
@@ -64,9 +65,11 @@ def published_figure(record: dict[str, Any], design: dict[str, Any]) -> str:
     return "–"
 
 
-def completed_label(cell: dict[str, Any], time_limit: float | None) -> str:
+def completed_label(cell: dict[str, Any], time_limit: float | None, duration_only: bool) -> str:
     low, high = cell["complete"][0], cell["complete"][-1]
     done = f"{low:,}" if low == high else f"{low:,}–{high:,}"
+    if duration_only:
+        return f"{done} in {time_limit:g} s"
     if high < cell["requested"] and time_limit:
         return f"{done} of {cell['requested']:,} ({time_limit:g} s limit)"
     return f"{done} of {cell['requested']:,}"
@@ -107,10 +110,11 @@ def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool)
         cell = summarise_cell(runs)
         latency = cell["latency"]
         percentiles = " / ".join(format_ms(latency.get(key)) for key in ("p50", "p90", "p99", "max"))
-        failed = f"{cell['failed']:,}" + (f" (+{cell['non_2xx']:,} non-2xx)" if cell["non_2xx"] else "")
+        failed = ("?" if cell["failed"] is None else f"{cell['failed']:,}") + (
+            f" (+{cell['non_2xx']:,} non-2xx)" if cell["non_2xx"] else "")
         status = "" if design["status"] == "ok" else f" (then failed: {_escape('; '.join(design['problems']))})"
         rows.append(prefix + f"| {rate_label(cell, tool_ceilings.get(concurrency))}{status} | {published} | {percentiles} | {failed} | "
-                    f"{completed_label(cell, settings.get('time_limit'))} |")
+                    f"{completed_label(cell, settings.get('time_limit'), record['scenario']['tool'] == 'wrk')} |")
     return rows
 
 
@@ -130,12 +134,15 @@ def caption(record: dict[str, Any]) -> str:
               if pinning["server_cpu"] is not None else "no CPU pinning")
     tools = ", ".join(environment["tools"].values())
     limit = f", stopping after {settings['time_limit']:g} s" if settings.get("time_limit") else ""
+    amount = f"{settings['requests']:,} requests"
+    if record["scenario"]["tool"] == "wrk":  # wrk runs for a duration; it has no request count
+        amount, limit = f"{settings['time_limit']:g} s of requests", ""
     concurrency = ", ".join(str(c) for c in settings["concurrency"])
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
     return (f"Median of {settings['repeat']} repetition(s) per design, min–max in brackets; "
-            f"{record['scenario']['tool']} with {settings['requests']:,} requests at concurrency {concurrency}{limit}, "
+            f"{record['scenario']['tool']} with {amount} at concurrency {concurrency}{limit}, "
             f"{settings['delay']:g} s simulated call, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
             f"Linux {environment['kernel']}, Python {environment['python']}, {tools}; "

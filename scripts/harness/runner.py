@@ -146,9 +146,11 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             if problems:
                 outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
                 return
-            prime(server.host, server.port)
             url = f"http://{server.host}:{server.port}/"
             for concurrency in settings["concurrency"]:
+                # Before every level, not once: a tool stopped by a time limit can leave requests queued
+                # at a sequential server, which would otherwise be served during the next level.
+                prime(server.host, server.port)
                 progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
                 time_wait_before = time_wait_sockets()
                 with GroupSampler(server.process.pid) as sampler:

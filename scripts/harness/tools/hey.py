@@ -13,7 +13,7 @@ hey's start to the moment the request began). Everything is computed from it:
   runs to the end: each of its c workers sends n // c.
 - duration_s: from the earliest request start (offset) to the latest response
   end (offset + response-time). Timing the subprocess instead would add hey's
-  start-up and its report; hey's own summary measures the same span as we do.
+  start-up and its report; hey's own summary times nearly the same span.
 - requests_per_second: complete / duration_s, as ab and hey's summary count it.
 - latency_ms: mean, p50/p90/p99 (nearest rank), max, and the mode, defined on a
   histogram of 1 ms bins starting at 0 ms: the midpoint of the fullest bin (the

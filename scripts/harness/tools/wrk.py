@@ -127,7 +127,7 @@ class Wrk:
         try:
             record.update(parse_run(completed.stdout))
             record["error"] = None
-        except (ValueError, KeyError) as error:
+        except (ValueError, KeyError, TypeError) as error:  # a report wrk_report.lua could not fill
             record["error"] = f"{error!r}; wrk said: {completed.stderr.strip()[-500:]}"
         return record
 

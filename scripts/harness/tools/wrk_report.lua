@@ -8,6 +8,9 @@
 local MARKER = "wrk_report.lua: json follows"
 
 local function number(value)
+  if value ~= value then
+    return "null"  -- NaN is not JSON; wrk.py then records the run's error instead of a number
+  end
   -- Counts and microseconds are whole numbers; only the mean has a fraction.
   if value == math.floor(value) then
     return string.format("%d", value)
@@ -15,7 +18,7 @@ local function number(value)
   return string.format("%.3f", value)
 end
 
-done = function(summary, latency, requests)
+done = function(summary, latency, requests)  -- requests: per-thread rates, not used
   local errors = summary.errors
   local fields = {
     '"requests": ' .. number(summary.requests),
