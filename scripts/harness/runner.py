@@ -11,9 +11,11 @@ after the last cell: an interrupted run leaves the previous record untouched.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,18 +33,38 @@ PRIMER_REQUESTS = 3
 VERIFIERS = {"http": probe.verify_http}
 
 
+def fill_template(template: str, workdir: Path, **values: str) -> Path:
+    """Write a config template into workdir with its @TOKENS@ replaced (@HOST@ from host=..., and so on)."""
+    text = (REPO_ROOT / template).read_text(encoding="utf-8")
+    for name, value in {**values, "workdir": str(workdir), "repo": str(REPO_ROOT)}.items():
+        text = text.replace(f"@{name.upper()}@", value)
+    config = workdir / Path(template).name
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
 def write_config(design: Design, port: int, delay: float, host: str, workdir: Path) -> Path | None:
     """Fill a real server's config template with this run's port, delay and scratch directory."""
     if design.config_template is None:
         return None
-    text = (REPO_ROOT / design.config_template).read_text(encoding="utf-8")
-    replacements = {"@HOST@": host, "@PORT@": str(port), "@DELAY@": f"{delay:g}",
-                    "@DELAY_MS@": str(round(delay * 1000)), "@WORKDIR@": str(workdir), "@REPO@": str(REPO_ROOT)}
-    for token, value in replacements.items():
-        text = text.replace(token, value)
-    config = workdir / Path(design.config_template).name
-    config.write_text(text, encoding="utf-8")
-    return config
+    return fill_template(design.config_template, workdir, host=host, port=str(port), delay=f"{delay:g}",
+                         delay_ms=str(round(delay * 1000)))
+
+
+PROXY_COMMAND = ["nginx", "-c", "{config}", "-p", "{workdir}", "-e", "stderr"]
+
+
+@contextlib.contextmanager
+def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | None) -> Iterator[processes.RunningServer]:
+    """nginx in front of a design (scenario option `proxy`), pinned to the design's CPU."""
+    port = processes.free_port()
+    workdir = log_dir / "proxy"
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = fill_template(template, workdir, host=processes.LOOPBACK, port=str(port),
+                           upstream=f"{processes.LOOPBACK}:{upstream_port}")
+    command = [part.format(config=config, workdir=workdir) for part in PROXY_COMMAND]
+    with processes.running_server(command, port, workdir, cpu=cpu, stop_signal=signal.SIGQUIT) as proxy:
+        yield proxy
 
 
 def server_command(design: Design, port: int, delay: float, workdir: Path,
@@ -141,16 +163,20 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     try:
         with processes.running_server(server_command(design, port, settings["delay"], log_dir), port, log_dir,
                                       cpu=pinning["server"], cwd=REPO_ROOT,
-                                      stop_signal=signal.Signals[design.stop_signals[0]]) as server:
-            problems = VERIFIERS[design.kind](server.host, server.port)
+                                      stop_signal=signal.Signals[design.stop_signals[0]]) as server, \
+                contextlib.ExitStack() as front:
+            target = server
+            if settings.get("proxy"):
+                target = front.enter_context(reverse_proxy(settings["proxy"], server.port, log_dir, pinning["server"]))
+            problems = VERIFIERS[design.kind](target.host, target.port)
             if problems:
                 outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
                 return
-            url = f"http://{server.host}:{server.port}/"
+            url = f"http://{target.host}:{target.port}/"
             for concurrency in settings["concurrency"]:
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
-                prime(server.host, server.port)
+                prime(target.host, target.port)
                 progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
                 time_wait_before = time_wait_sockets()
                 with GroupSampler(server.process.pid) as sampler:
@@ -199,7 +225,8 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
             if outcome.status == "failed":
                 progress.done += len(settings["concurrency"])  # skipped cells still count as done
                 continue
-            wait_for_time_wait_drain()
+            if not quick:  # a quick run trades this care for time
+                wait_for_time_wait_drain()
             measure_design_once(outcome, scenario, settings, repetition, tool, pinning, progress)
     record = {
         "schema": SCHEMA_VERSION,
