@@ -140,7 +140,11 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -
         handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
         # daemon=True: a stuck client cannot keep the process alive past the grace period.
         handler = threading.Thread(target=handle_request, args=(conn, delay), daemon=True)
-        handler.start()  # the accept loop goes straight back to accept()
+        try:
+            handler.start()  # the accept loop goes straight back to accept()
+        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+            conn.close()  # this client is refused; the server and the clients it has go on
+            continue
         handlers.append(handler)
     listener.close()  # stop accepting: new clients are refused, not left in the backlog
     deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each

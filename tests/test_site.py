@@ -110,3 +110,16 @@ def test_the_workflows_pass_actionlint() -> None:
     assert actionlint.exists(), "actionlint is installed by `make install` (scripts/install_actionlint.sh)"
     result = subprocess.run([str(actionlint), "-no-color"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_rendered_table_row_has_as_many_cells_as_its_header() -> None:
+    """A misaligned row would show numbers under the wrong column."""
+    def cells(line: str) -> int:
+        return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # leading and trailing pipes
+
+    for path, content in render.expected_files().items():
+        if path.suffix != ".md":
+            continue
+        rows = [line for line in content.splitlines() if line.startswith("|")]
+        assert rows, path
+        assert {cells(row) for row in rows} == {cells(rows[0])}, f"{path}: rows differ in width"

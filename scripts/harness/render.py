@@ -99,7 +99,7 @@ def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool)
     settings = record["settings"]
     name = f"{design['title']} (`{design['name']}`)" if with_name else ""
     published = published_figure(record, design)
-    prefix = f"| {name} | {design['model']} " if with_name else "| "
+    prefix = f"| {name} | {design['model']} " if with_name else ""
     cells = cells_by_concurrency(design["runs"])
     tool_ceilings = {} if design.get("is_ceiling") else ceilings(record)
     if design["status"] != "ok" and not cells:
