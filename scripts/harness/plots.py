@@ -79,9 +79,17 @@ def timeline_plot(design: dict[str, Any], title: str) -> str | None:
     if not timeline:
         return None
     figure, axes = plt.subplots(figsize=(7.5, 0.12 * len(timeline) + 1.2))
+    run_end = max((request.get("end") or 0.0) for request in timeline)
     for row, request in enumerate(timeline):
-        axes.barh(row, (request["end"] - request["start"]) * 1000, left=request["start"] * 1000, height=0.8,
-                  color="#3f51b5" if request.get("status") == 200 else "#c62828")
+        intended, start, end = request.get("intended_start"), request.get("start"), request.get("end")
+        if intended is not None and start is not None and start > intended:
+            # Open loop: the time a request waited for its turn, pale, before its own bar.
+            axes.barh(row, (start - intended) * 1000, left=intended * 1000, height=0.8, color="#c5cae9")
+        if start is None:
+            continue  # never sent
+        failed = request.get("status") != 200 or end is None
+        axes.barh(row, ((end if end is not None else run_end) - start) * 1000, left=start * 1000, height=0.8,
+                  color="#c62828" if failed else "#3f51b5")
     axes.invert_yaxis()
     axes.set_xlabel("time since the first request, ms")
     axes.set_ylabel("request (in order sent)")
