@@ -24,7 +24,7 @@ lines and their size, not the whole head (see gunicorn_sync.conf.py).
 import os
 
 wsgi_app = "wsgi_app:app"  # servers/wsgi_app.py; the delay comes from APP_DELAY
-pythonpath = os.path.dirname(os.path.abspath(__file__))  # so wsgi_app imports from any working directory
+chdir = os.path.dirname(os.path.abspath(__file__))  # servers/: gunicorn moves there and imports wsgi_app from it
 bind = ["127.0.0.1:8000"]  # loopback only, as in every design here
 workers = 1  # one process: all the concurrency comes from greenlets
 worker_class = "gevent"

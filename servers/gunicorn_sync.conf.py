@@ -5,8 +5,8 @@ processes that all accept() on it. A sync worker takes one connection, runs
 the WSGI application to the end, writes the answer, closes, and only then
 accepts again: with one worker, this is sequential_sockets.py with a process
 supervisor around it. More workers mean more requests at once, one process each.
-Grows from: sequential_sockets.py (the same one-at-a-time loop, in a worker
-process the arbiter restarts if it dies).
+Grows from: prefork.py (the same parent that forks workers onto one socket and
+restarts them), cut down to the article's single worker.
 
 Run:   APP_DELAY=0.1 gunicorn -c servers/gunicorn_sync.conf.py [--bind 127.0.0.1:8000]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
@@ -23,7 +23,7 @@ header, however small. Command-line flags override anything set here.
 import os
 
 wsgi_app = "wsgi_app:app"  # servers/wsgi_app.py; the delay comes from APP_DELAY
-pythonpath = os.path.dirname(os.path.abspath(__file__))  # so wsgi_app imports from any working directory
+chdir = os.path.dirname(os.path.abspath(__file__))  # servers/: gunicorn moves there and imports wsgi_app from it
 bind = ["127.0.0.1:8000"]  # loopback only, as in every design here
 workers = 1  # one process, one request at a time: the article's single-CPU setting
 worker_class = "sync"

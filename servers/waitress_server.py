@@ -6,18 +6,23 @@ which calls the WSGI application (servers/wsgi_app.py) and leaves the answer
 in an output buffer for the main thread to send. Slow clients cost the pool
 nothing; a slow application holds one of THREADS threads, so THREADS requests
 wait their delay at once and the next ones queue for a free thread.
-Grows from: selectors_timer.py (an event loop that hands the waiting to
-threads), with a fixed pool of threads instead of one per request.
+Grows from: asyncio_executor.py (an event loop that does all the socket work
+and hands the blocking call to a fixed pool of threads), with waitress's own
+select loop in place of asyncio's and the whole application in the pool.
 
 Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Why a runner and not `waitress-serve`: waitress-serve installs no SIGTERM
-handler, so SIGTERM kills it at once, and on Ctrl-C it stops the loop that
-sends answers before the requests in flight have been sent. Here both signals
-stop accepting and let the requests in flight finish. Waitress has no switch
-to turn keep-alive off, and PEP 3333 forbids the application to send
-"Connection: close", so ClosingTask asks waitress to close after each answer.
+handler, so SIGTERM (what service managers send) kills it at once, requests in
+flight included; on Ctrl-C it lets the busy task threads finish but cancels the
+requests still queued for a thread. Here both signals stop accepting, then let
+every request already accepted finish, for up to SHUTDOWN_GRACE seconds.
+Two more things waitress does not do on its own, added here: it has no switch
+to turn keep-alive off (and PEP 3333 forbids the application to send
+"Connection: close"), so ClosingTask asks it to close after each answer; and it
+closes a refused connection with request bytes unread, which makes the kernel
+send RST, so ClosingChannel half-closes and drains first, as our designs do.
 Known limits: beyond connection_limit (100) open connections waitress stops
 accepting and new clients wait in the backlog.
 """
@@ -29,7 +34,7 @@ import time
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
-from waitress.server import create_server
+from waitress.server import BaseWSGIServer, create_server
 from waitress.task import WSGITask
 
 from wsgi_app import make_app  # servers/ is on sys.path when this file runs
@@ -101,12 +106,12 @@ class ClosingChannel(HTTPChannel):
         super().handle_close()
 
 
-def open_channels(server) -> int:
+def open_channels(server: BaseWSGIServer) -> int:
     """Client connections still open (the map also holds the listener and the wake-up pipe)."""
     return sum(isinstance(dispatcher, (HTTPChannel, Drainer)) for dispatcher in server._map.values())
 
 
-def serve_forever(server, stopping: list[bool]) -> None:
+def serve_forever(server: BaseWSGIServer, stopping: list[bool]) -> None:
     """Run the I/O loop until asked to stop, then finish the requests in flight."""
     while not stopping:
         wasyncore.loop(timeout=POLL_INTERVAL, map=server._map, count=1)

@@ -34,6 +34,8 @@ class Design:
     # Signals that stop the design gracefully; the harness stops it with the first one.
     stop_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
     oversized_head_status: int = 431  # what a 70 KiB request head gets (real servers may differ)
+    # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
+    malformed_request_status: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -50,6 +52,7 @@ class Design:
             "config_template": self.config_template,
             "stop_signals": self.stop_signals,
             "oversized_head_status": self.oversized_head_status,
+            "malformed_request_status": self.malformed_request_status,
             **self.extra,
         }
 
@@ -98,7 +101,7 @@ class Scenario:
 
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
-                  "config_template", "stop_signals", "oversized_head_status"}
+                  "config_template", "stop_signals", "oversized_head_status", "malformed_request_status"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
