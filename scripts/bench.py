@@ -37,7 +37,7 @@ def command_list(catalogue: Catalogue, args: argparse.Namespace) -> int:
         return EXIT_OK
     width = max(len(name) for name in catalogue.designs)
     for design in catalogue.designs.values():
-        print(f"{design.name:<{width}}  {design.kind:<5} {design.model:<28} {design.title}")
+        print(f"{design.name:<{width}}  {design.kind:<10} {design.model:<28} {design.title}")
     return EXIT_OK
 
 
@@ -73,7 +73,7 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     stop_signal = signal.Signals[design.stop_signals[0]]
     with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=stop_signal) as server:
         problems = runner.VERIFIERS[design.kind](server.host, server.port)
-        if design.kind == "http":
+        if design.kind in ("http", "naive-http"):
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
     print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
           f"exit code on {stop_signal.name} {server.exit_code}")

@@ -163,3 +163,14 @@ def test_the_default_executor_caps_how_many_blocking_calls_overlap(tmp_path) -> 
         elapsed, statuses = simultaneous_gets(server.host, server.port, 2 * workers)
     assert statuses == [200] * (2 * workers)
     assert 0.38 < elapsed < 1.2, f"expected two rounds of 0.2 s, took {elapsed:.2f} s"
+
+
+def test_prefork_overlaps_as_many_calls_as_it_has_workers(tmp_path) -> None:
+    """Two sequential workers: ten 0.2 s requests take five rounds, not one and not ten."""
+    port = processes.free_port()
+    command = [sys.executable, "servers/prefork.py", "--host", "127.0.0.1", "--port", str(port),
+               "--delay", "0.2", "--workers", "2"]
+    with processes.running_server(command, port, tmp_path, cwd=REPO_ROOT) as server:
+        elapsed, statuses = simultaneous_gets(server.host, server.port, 10)
+    assert statuses == [200] * 10
+    assert 0.9 < elapsed < 1.6, f"expected five rounds of 0.2 s, took {elapsed:.2f} s"

@@ -94,3 +94,18 @@ def verify_http(host: str, port: int) -> list[str]:
         return http_problems(get(host, port))
     except (OSError, ValueError) as error:
         return [f"could not fetch /: {error}"]
+
+
+def verify_naive_http(host: str, port: int) -> list[str]:
+    """The lighter check for the deliberately naive variants: a 200 carrying the page, read until close.
+
+    They break the contract on purpose (no Date, a single recv), so only what a
+    reader would see in a browser is checked; tests/test_async101_naive.py proves
+    what breaks.
+    """
+    try:
+        response = parse_response(exchange(host, port, f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()))
+    except (OSError, ValueError) as error:
+        return [f"could not fetch /: {error}"]
+    problems = [] if response.status == 200 else [f"status {response.status}, expected 200"]
+    return problems + ([] if b"<h1>" in response.body else ["the body is not the hello page"])

@@ -30,7 +30,7 @@ from harness.tools import require_tool
 LOG_DIR = REPO_ROOT / "build" / "logs"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"
 PRIMER_REQUESTS = 3
-VERIFIERS = {"http": probe.verify_http}
+VERIFIERS = {"http": probe.verify_http, "naive-http": probe.verify_naive_http}
 
 
 def fill_template(template: str, workdir: Path, **values: str) -> Path:

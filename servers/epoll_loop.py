@@ -1,0 +1,327 @@
+"""epoll loop: one thread, one select.epoll, non-blocking sockets, and a heap of timers.
+
+The model: the kernel keeps the list of sockets we watch (epoll), and each
+call to epoll.poll() returns only those that are ready. The loop reads what
+has arrived, writes what the socket will take, and keeps every connection's
+progress in a Connection object between two events. The simulated database
+call is a timer: the connection waits in a heap ordered by due time, and the
+loop's poll() timeout is the time left until the first one is due. Nothing
+sleeps and nothing runs in another thread, yet every wait overlaps.
+Grows from: selectors_timer.py (the same loop, on epoll itself, with its timer
+threads replaced by a heap inside the loop).
+
+Run:   python servers/epoll_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Level-triggered, on purpose: epoll reports a socket for as long as it is
+readable (or writable), so each handler may do one recv() or send() and leave
+the rest to the next turn of the loop. Edge-triggered epoll reports a socket
+only when its state changes: each handler would have to read, write or accept
+until BlockingIOError, or never hear from that socket again.
+Known limits, on purpose: Linux only (epoll); one thread for everything, so
+any call that blocks freezes every connection; Python work is not spread over
+CPUs.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (a sweep closes
+connections idle for CLIENT_TIMEOUT), partial sends, and clients that send
+more than we read (we half-close and drain instead of resetting).
+"""
+
+import argparse
+import email.utils
+import heapq
+import itertools
+import re
+import select
+import signal
+import socket
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # the longest the loop waits in poll(): it looks at the stop flag and deadlines this often
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Connection:
+    """What the loop remembers about one client between two events."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.fd = conn.fileno()  # kept: fileno() is -1 once the socket is closed
+        self.received = b""  # the request head so far
+        self.outgoing = b""  # response bytes the socket has not taken yet
+        self.draining = False  # answered and half-closed: only reading leftovers now
+        self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
+
+
+class Loop:
+    """The epoll object, the connections it watches, and the timers: everything the loop owns."""
+
+    def __init__(self, epoll: select.epoll, delay: float) -> None:
+        self.epoll = epoll
+        self.delay = delay
+        self.watched: dict[int, Connection] = {}  # registered with epoll, by file descriptor
+        self.timers: list[tuple[float, int, Connection]] = []  # (due, tie-breaker, connection), a heap
+        self.tie_breaker = itertools.count()  # equal due times never compare two Connections
+
+    def watch(self, connection: Connection, events: int) -> None:
+        """Register a connection with epoll, or change what we wait for on it."""
+        if connection.fd in self.watched:
+            self.epoll.modify(connection.fd, events)
+        else:
+            self.epoll.register(connection.fd, events)
+            self.watched[connection.fd] = connection
+
+    def unwatch(self, connection: Connection) -> None:
+        """Stop watching a connection (it stays open)."""
+        self.epoll.unregister(connection.fd)
+        del self.watched[connection.fd]
+
+    def in_flight(self) -> bool:
+        return bool(self.watched or self.timers)
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(connection: Connection) -> bytes | None:
+    """Add what has arrived to the buffer; return the head once its blank line is in."""
+    chunk = connection.conn.recv(65536)  # never blocks: epoll said there is data (or an EOF)
+    if not chunk:
+        raise ConnectionError("client closed before finishing its request")
+    connection.received += chunk
+    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head if blank_line else None
+
+
+def close_connection(loop: Loop, connection: Connection) -> None:
+    """Forget the connection and close its socket."""
+    if connection.fd in loop.watched:
+        loop.unwatch(connection)
+    connection.conn.close()
+
+
+def close_gracefully(loop: Loop, connection: Connection) -> None:
+    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
+    try:
+        connection.conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        close_connection(loop, connection)  # the client is already gone
+        return
+    connection.draining = True
+    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
+    loop.watch(connection, select.EPOLLIN)
+
+
+def drain(loop: Loop, connection: Connection) -> None:
+    """Read and discard leftovers; close once the client closes too."""
+    try:
+        if connection.conn.recv(65536):
+            return  # discarded; the sweep closes us at the drain deadline
+    except BlockingIOError:
+        return  # nothing after all; wait for the next event
+    except OSError:
+        pass  # the client is already gone
+    close_connection(loop, connection)
+
+
+def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
+    """Queue the answer; epoll tells us when the socket has room for it."""
+    connection.outgoing = response
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
+
+
+def handle_request(loop: Loop, connection: Connection) -> None:
+    """Take what the client sent; once its head is complete, start the call or answer the refusal."""
+    try:
+        head = read_request_head(connection)
+        if head is None:
+            connection.deadline = time.monotonic() + CLIENT_TIMEOUT  # progress: the client is alive
+            return  # the rest of the head comes in a later event
+        method = parse_request_head(head)
+        if method != "GET":
+            raise RequestError(405)
+    except RequestError as error:
+        refusal = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        start_response(loop, connection, refusal)
+        return
+    except BlockingIOError:
+        return  # woken with nothing to read after all; wait for the next event
+    except OSError:
+        close_connection(loop, connection)  # reset or early close: this client is lost
+        return
+    if loop.delay <= 0:
+        start_response(loop, connection, build_response(200, BODY))  # no call to wait for
+        return
+    # The simulated database call: a timer in the heap, not a sleep. The socket
+    # leaves epoll while it waits (the client has nothing to tell us now, and a
+    # client that half-closed would otherwise be reported readable on every turn).
+    loop.unwatch(connection)
+    heapq.heappush(loop.timers, (time.monotonic() + loop.delay, next(loop.tie_breaker), connection))
+
+
+def fire_due_timers(loop: Loop) -> None:
+    """The calls that are over: answer their clients."""
+    now = time.monotonic()
+    while loop.timers and loop.timers[0][0] <= now:
+        _, _, connection = heapq.heappop(loop.timers)
+        start_response(loop, connection, build_response(200, BODY))
+
+
+def send_response(loop: Loop, connection: Connection) -> None:
+    """Send as much of the answer as the socket takes; half-close after the last byte."""
+    try:
+        sent = connection.conn.send(connection.outgoing)  # may take only part of it
+    except BlockingIOError:
+        return  # no room after all; wait for the next event
+    except OSError:
+        close_connection(loop, connection)  # reset: this client is lost
+        return
+    connection.outgoing = connection.outgoing[sent:]
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    if not connection.outgoing:
+        close_gracefully(loop, connection)
+
+
+def accept_connections(loop: Loop, listener: socket.socket) -> None:
+    """Accept every client waiting in the backlog and watch each for its request."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return  # the backlog is empty
+        except OSError:
+            return  # a client gave up before we got to it; epoll reports the rest next turn
+        conn.setblocking(False)  # from now on, no call on this socket may wait
+        loop.watch(Connection(conn), select.EPOLLIN)
+
+
+def close_idle(loop: Loop) -> None:
+    """Close connections past their deadline: silent clients and finished drains."""
+    now = time.monotonic()
+    for connection in list(loop.watched.values()):
+        if connection.deadline < now:
+            close_connection(loop, connection)
+
+
+def poll_timeout(loop: Loop) -> float:
+    """Wait until the first timer is due, but never longer than POLL_INTERVAL."""
+    if not loop.timers:
+        return POLL_INTERVAL
+    return max(0.0, min(POLL_INTERVAL, loop.timers[0][0] - time.monotonic()))
+
+
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Run the event loop until asked to stop and the connections in flight are done."""
+    listener.setblocking(False)
+    listener_fd = listener.fileno()
+    with select.epoll() as epoll:
+        loop = Loop(epoll, delay)
+        epoll.register(listener_fd, select.EPOLLIN)
+        stop_deadline = None
+        while True:
+            if stopping and stop_deadline is None:
+                epoll.unregister(listener_fd)
+                listener.close()  # stop accepting: new clients are refused, not left in the backlog
+                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
+            if stop_deadline is not None and (not loop.in_flight() or time.monotonic() > stop_deadline):
+                break
+            for fd, _ in epoll.poll(poll_timeout(loop)):
+                if fd == listener_fd:
+                    accept_connections(loop, listener)
+                    continue
+                connection = loop.watched.get(fd)
+                if connection is None:
+                    continue  # closed earlier in this same batch of events
+                # Act on the connection's state, not on the event bits: an event
+                # may belong to a socket closed earlier in this batch whose
+                # number a new connection has already taken.
+                if connection.outgoing:
+                    send_response(loop, connection)
+                elif connection.draining:
+                    drain(loop, connection)
+                else:
+                    handle_request(loop, connection)
+            fire_due_timers(loop)
+            close_idle(loop)
+        for connection in list(loop.watched.values()):
+            close_connection(loop, connection)  # out of grace: stop waiting for them
+        for _, _, connection in loop.timers:
+            connection.conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, stopping)
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

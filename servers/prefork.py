@@ -1,0 +1,271 @@
+"""Prefork: N worker processes, forked up front, take turns accepting on one socket.
+
+The model: the parent opens the listening socket, then forks WORKERS copies of
+itself. Each worker runs the sequential server's accept loop on the socket it
+inherited, so the kernel hands each new connection to one of the workers
+waiting in accept(). N workers answer N clients at once, on as many CPUs as
+there are, with no thread and no shared memory between them. The parent
+serves nobody: it only supervises, restarting a worker that dies, and on
+SIGINT/SIGTERM it stops them all.
+Grows from: sequential_sockets.py (the same accept loop, run in several processes).
+
+Run:   python servers/prefork.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--workers N]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: N requests at a time, no more: client N+1 waits in
+the listen backlog until a worker is free, as with the sequential server. Every
+worker is a whole process, with its own memory. POSIX only (os.fork).
+A worker that dies is restarted, but at most as many times a minute as there
+are workers: a worker that crashes at once, again and again, would otherwise
+be forked forever; past the limit the parent stops everything and exits 1.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), clients that
+send more than we read (we half-close and drain instead of resetting), and
+workers left behind by a parent that was killed (they notice and exit).
+"""
+
+import argparse
+import email.utils
+import os
+import re
+import signal
+import socket
+import sys
+import time
+import traceback
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop (and the parent) looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+WORKERS = os.cpu_count() or 1  # one process per CPU: enough to keep every CPU busy
+RESTART_WINDOW = 60.0  # more restarts than workers within this many seconds: something is wrong
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], parent: int) -> None:
+    """In a worker: accept and answer connections one by one until asked to stop."""
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping and os.getppid() == parent:  # a new parent id means ours died: stop too
+        try:
+            conn, _ = listener.accept()  # every idle worker waits here; the kernel wakes one per client
+        except TimeoutError:
+            continue
+        handle_request(conn, delay)  # this worker's next client waits; the other workers do not
+
+
+def start_worker(listener: socket.socket, delay: float) -> int:
+    """Fork one worker; return its process id (in the parent)."""
+    parent = os.getpid()
+    # Hold SIGINT/SIGTERM back across the fork: a stop signal that reached the
+    # child before it set its own handler would run the parent's copy and be lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    pid = os.fork()
+    if pid:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        return pid
+    # In the child from here on: it never returns into the parent's code.
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held back arrives now, at our handler
+    exit_code = 1
+    try:
+        serve_forever(listener, delay, stopping, parent)
+        exit_code = 0
+    except Exception:
+        traceback.print_exc()  # os._exit below would otherwise swallow it; the parent restarts us
+    finally:
+        os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
+
+
+def reap(workers: set[int]) -> list[tuple[int, int]]:
+    """Collect workers that have exited, without waiting; return (pid, exit code) pairs."""
+    exited = []
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break  # no children left at all
+        if pid == 0:
+            break  # children remain, none has exited
+        workers.discard(pid)
+        exited.append((pid, os.waitstatus_to_exitcode(status)))
+    return exited
+
+
+def stop_workers(workers: set[int]) -> None:
+    """Ask every worker to stop, give them SHUTDOWN_GRACE to finish, then kill and reap the rest."""
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGTERM)  # it finishes the request in hand, then exits
+        except ProcessLookupError:
+            pass  # already gone; reap() collects it
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    while workers and time.monotonic() < deadline:
+        reap(workers)
+        time.sleep(0.05)
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)  # out of grace
+        except ProcessLookupError:
+            pass
+    for pid in list(workers):
+        os.waitpid(pid, 0)  # no zombies left behind
+    workers.clear()
+
+
+def supervise(listener: socket.socket, delay: float, count: int, stopping: list[bool]) -> int:
+    """In the parent: keep `count` workers running until asked to stop; return the exit code."""
+    workers = {start_worker(listener, delay) for _ in range(count)}
+    restarts: list[float] = []  # when recent restarts happened
+    exit_code = 0
+    while not stopping:
+        time.sleep(POLL_INTERVAL)  # the parent has nothing else to do
+        if stopping:
+            break  # workers exiting now are stopping too (Ctrl-C reaches them all): no restarts
+        for pid, code in reap(workers):
+            now = time.monotonic()
+            restarts = [moment for moment in restarts if now - moment < RESTART_WINDOW] + [now]
+            if len(restarts) > count:
+                print(f"worker {pid} exited with {code}; too many restarts, stopping", file=sys.stderr, flush=True)
+                stopping.append(True)
+                exit_code = 1
+                break
+            print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
+            workers.add(start_worker(listener, delay))
+    stop_workers(workers)
+    return exit_code
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes (default: one per CPU)")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s, {args.workers} workers); Ctrl-C stops",
+              flush=True)  # flushed before fork: a buffered line would be printed once per worker
+        exit_code = supervise(listener, args.delay, args.workers, stopping)
+    # Every worker finished its request in flight (or ran out of grace) and was reaped.
+    print("Stopped", flush=True)
+    sys.exit(exit_code)
+
+
+if __name__ == "__main__":
+    main()
