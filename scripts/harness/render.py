@@ -10,6 +10,7 @@ missing, or should no longer exist: a page can never show a stale number.
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,11 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Median and range of requests/s, median of each latency statistic, totals of failures."""
     rates = spread([run["requests_per_second"] for run in runs])
     latencies = [run["latency_ms"] for run in runs if run.get("latency_ms")]
-    latency = {key: statistics.median(item[key] for item in latencies) for key in ("p50", "p90", "p99", "max")} if latencies else {}
+    latency = {key: statistics.median(item[key] for item in latencies if item.get(key) is not None)
+               for key in ("mean", "mode", "p50", "p90", "p99", "max")
+               if any(item.get(key) is not None for item in latencies)}
     return {
+        "runs": runs,
         "rate": rates,
         "latency": latency,
         # None: the tool could not know (hey stopped by a time limit does not report requests it sent).
@@ -57,11 +61,16 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def published_figure(record: dict[str, Any], design: dict[str, Any]) -> str:
-    figures = record["scenario"].get("published", {}).get("figures", {})
+METRIC_LABELS = {"requests_per_second": "req/s", "duration_s": "total s"}
+
+
+def published_figure(record: dict[str, Any], design: dict[str, Any], concurrency: int, table: str = "figures") -> str:
+    """The article's figure for this design (by its `reproduces` ids), as the article printed it."""
+    published = record["scenario"].get("published", {})
+    figures = published.get(f"{table}_{concurrency}", published.get(table, {}))
     for attempt in design["reproduces"]:
         if attempt in figures:
-            return f"{figures[attempt]:g}"  # as the article printed it
+            return f"{figures[attempt]:g}"
     return "–"
 
 
@@ -94,27 +103,109 @@ def rate_label(cell: dict[str, Any], ceiling: float | None = None) -> str:
     return text
 
 
+@dataclass
+class Row:
+    """What a column needs to render one table cell."""
+
+    record: dict[str, Any]
+    design: dict[str, Any]
+    concurrency: int
+    cell: dict[str, Any]
+    ceiling: float | None
+    reference: float | None  # the median of the design the scenario compares against (`relative_to`)
+
+
+def _percentiles(row: Row) -> str:
+    return " / ".join(format_ms(row.cell["latency"].get(key)) for key in ("p50", "p90", "p99", "max"))
+
+
+def _failed(row: Row) -> str:
+    cell = row.cell
+    failed = "?" if cell["failed"] is None else f"{cell['failed']:,}"
+    return failed + (f" (+{cell['non_2xx']:,} non-2xx)" if cell["non_2xx"] else "")
+
+
+def _duration(row: Row) -> str:
+    durations = spread([run["duration_s"] for run in row.cell["runs"]])
+    return f"**{durations['median']:.2f}** ({durations['min']:.2f}–{durations['max']:.2f})"
+
+
+def _relative(row: Row) -> str:
+    if not row.reference:
+        return "–"
+    return f"{row.cell['rate']['median'] / row.reference:.0%}"
+
+
+def _mean_mode(row: Row) -> str:
+    latency = row.cell["latency"]
+    return f"{format_ms(latency.get('mean'))} / {format_ms(latency.get('mode'))}"
+
+
+def _completed(row: Row) -> str:
+    settings = row.record["settings"]
+    return completed_label(row.cell, settings.get("time_limit"), row.record["scenario"]["tool"] == "wrk")
+
+
+def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for."""
+    settings, published = record["settings"], record["scenario"].get("published", {})
+    metric = published.get("metric", "requests_per_second")
+    chosen: list[tuple[str, Any]] = []
+    if len(settings["concurrency"]) > 1:
+        chosen.append(("Clients", lambda row: f"{row.concurrency:,}"))
+    chosen.append(("Requests/s, median (min–max)", lambda row: rate_label(row.cell, row.ceiling)))
+    if metric == "duration_s":
+        chosen.append(("Total time, s, median (min–max)", _duration))
+    if settings.get("relative_to"):
+        chosen.append((f"% of {settings['relative_to']}", _relative))
+    if published:
+        chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
+                       lambda row: published_figure(row.record, row.design, row.concurrency)))
+    chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
+    if any((run.get("latency_ms") or {}).get("mode") is not None for design in record["designs"] for run in design["runs"]):
+        chosen.append(("Mean / mode (ms)", _mean_mode))
+    chosen.append(("Failed", _failed))
+    if published.get("failed"):
+        chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.concurrency, "failed")))
+    chosen.append(("Completed", _completed))
+    return chosen
+
+
+def reference_medians(record: dict[str, Any]) -> dict[int, float]:
+    """Median requests/s of the `relative_to` design, by concurrency."""
+    name = record["settings"].get("relative_to")
+    design = next((design for design in record["designs"] if design["name"] == name), None)
+    if design is None:
+        return {}
+    return {concurrency: summarise_cell(runs)["rate"]["median"]
+            for concurrency, runs in cells_by_concurrency(design["runs"]).items()}
+
+
 def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool) -> list[str]:
     """Table rows for one design: one per concurrency level, or one saying why it has none."""
-    settings = record["settings"]
-    name = f"{design['title']} (`{design['name']}`)" if with_name else ""
-    published = published_figure(record, design)
-    prefix = f"| {name} | {design['model']} " if with_name else ""
+    chosen = columns(record)
+    prefix = f"| {design['title']} (`{design['name']}`) | {design['model']} " if with_name else ""
     cells = cells_by_concurrency(design["runs"])
     tool_ceilings = {} if design.get("is_ceiling") else ceilings(record)
+    references = reference_medians(record)
     if design["status"] != "ok" and not cells:
-        reason = "; ".join(design["problems"]) or "failed"
-        return [prefix + f"| not measured: {_escape(reason)} | {published} | – | – | – |"]
+        reason = f"not measured: {_escape('; '.join(design['problems']) or 'failed')}"
+        values = []
+        for header, render_cell in chosen:
+            if header.startswith("Article"):
+                values.append(render_cell(Row(record, design, record["settings"]["concurrency"][0], {}, None, None)))
+            else:
+                values.append("–")
+        values[1 if chosen[0][0] == "Clients" else 0] = reason
+        return [prefix + "| " + " | ".join(values) + " |"]
     rows = []
     for concurrency, runs in sorted(cells.items()):
-        cell = summarise_cell(runs)
-        latency = cell["latency"]
-        percentiles = " / ".join(format_ms(latency.get(key)) for key in ("p50", "p90", "p99", "max"))
-        failed = ("?" if cell["failed"] is None else f"{cell['failed']:,}") + (
-            f" (+{cell['non_2xx']:,} non-2xx)" if cell["non_2xx"] else "")
-        status = "" if design["status"] == "ok" else f" (then failed: {_escape('; '.join(design['problems']))})"
-        rows.append(prefix + f"| {rate_label(cell, tool_ceilings.get(concurrency))}{status} | {published} | {percentiles} | {failed} | "
-                    f"{completed_label(cell, settings.get('time_limit'), record['scenario']['tool'] == 'wrk')} |")
+        row = Row(record, design, concurrency, summarise_cell(runs), tool_ceilings.get(concurrency),
+                  references.get(concurrency))
+        values = [render_cell(row) for _, render_cell in chosen]
+        if design["status"] != "ok":
+            values[-1] += f" (then failed: {_escape('; '.join(design['problems']))})"
+        rows.append(prefix + "| " + " | ".join(values) + " |")
     return rows
 
 
@@ -150,22 +241,23 @@ def caption(record: dict[str, Any]) -> str:
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 
 
-TABLE_HEAD = ("| Requests/s, median (min–max) | Article | Latency p50 / p90 / p99 / max (ms) | Failed | Completed |\n"
-              "|---|---|---|---|---|\n")
+def table_head(record: dict[str, Any], with_name: bool) -> str:
+    headers = (["Design", "Model"] if with_name else []) + [header for header, _ in columns(record)]
+    return "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n"
 
 
 def scenario_table(record: dict[str, Any]) -> str:
-    head = "| Design | Model " + TABLE_HEAD.replace("\n|", "\n|---|---|", 1)
     rows = [row for design in record["designs"] for row in design_rows(record, design, with_name=True)]
     if record.get("ceiling"):
         ceiling = {**record["ceiling"], "title": f"Tool ceiling: {record['ceiling']['title']}, no simulated call",
                    "reproduces": [], "is_ceiling": True}
         rows += [row.replace("**", "") for row in design_rows(record, ceiling, with_name=True)]
-    return head + "\n".join(rows) + "\n\n" + caption(record) + "\n"
+    return table_head(record, with_name=True) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
 
 
 def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
-    return TABLE_HEAD + "\n".join(design_rows(record, design, with_name=False)) + "\n\n" + caption(record) + "\n"
+    rows = design_rows(record, design, with_name=False)
+    return table_head(record, with_name=False) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
 
 
 def environment_table(records: dict[str, dict[str, Any]]) -> str:
