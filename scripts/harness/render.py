@@ -70,7 +70,7 @@ def published_figure(record: dict[str, Any], design: dict[str, Any], concurrency
     figures = published.get(f"{table}_{concurrency}", published.get(table, {}))
     for attempt in design["reproduces"]:
         if attempt in figures:
-            return f"{figures[attempt]:g}"
+            return ("≈" if published.get("approximate") else "") + f"{figures[attempt]:g}"
     return "–"
 
 

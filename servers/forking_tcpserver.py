@@ -1,0 +1,233 @@
+"""socketserver.ForkingTCPServer: the library's accept loop, a process per connection.
+
+The model: socketserver_tcp.py with ForkingMixIn in front of TCPServer. For
+every accepted connection, process_request() forks: the child runs the
+RequestHandler, closes the connection and leaves with os._exit(); the parent
+closes its copy of the connection and goes back to accept. Between accepts,
+collect_children() reaps the children that have finished.
+Grows from: socketserver_tcp.py (one class name and the accept loop changed);
+fork_per_connection.py is the same design written by hand.
+
+Run:   python servers/forking_tcpserver.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: a process per client, up to the library's
+max_children (40); with 40 alive, the accept loop waits until one exits.
+On stop, children still running after SHUTDOWN_GRACE are killed.
+Unix only: os.fork does not exist on Windows.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), and clients
+that send more than we read (we half-close and drain instead of resetting;
+the library's own close would reset), and children that would keep the
+listening socket open after a stop.
+"""
+
+import argparse
+import email.utils
+import io
+import os
+import re
+import signal
+import socket
+import socketserver
+import sys
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+REAP_INTERVAL = 0.05  # on stop, how often we look for finished children (waitpid has no timeout)
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(rfile: io.BufferedIOBase) -> bytes:
+    """Read lines until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    # The head may be MAX_HEAD_BYTES long, plus its last CRLF and the blank line.
+    while not received.endswith(b"\r\n\r\n"):
+        # Never ask for more than one byte past the budget: readline stops at a
+        # newline or at the limit, whichever comes first, and waits for either.
+        line = rfile.readline(MAX_HEAD_BYTES + 5 - len(received))
+        if not line:
+            raise ConnectionError("client closed before finishing its request")
+        received += line
+        if len(received) > MAX_HEAD_BYTES + 4:
+            raise RequestError(431)
+    return received[:-4]
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this process waits
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+
+
+class Server(socketserver.ForkingTCPServer):
+    """ForkingTCPServer with our backlog, our close, our delay and a bounded stop."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+    timeout = POLL_INTERVAL  # how long handle_request() waits for a connection before returning
+    # server_close() would wait for every child with no time limit (block_on_close
+    # = True); we wait SHUTDOWN_GRACE ourselves, in stop_children.
+    block_on_close = False
+    # Kept at the library's default, max_children = 40: collect_children() blocks
+    # the accept loop while 40 children are alive. It rarely bites: a child lives
+    # only as long as its request.
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        # Runs in the child: ForkingMixIn forks first. The library leaves the
+        # child's copy of the listening socket open, so during a stop the port
+        # would go on taking connections into a backlog that nobody reads until
+        # the last child exits. The child never accepts: close its copy.
+        self.socket.close()
+        super().finish_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+def stop_children(server: Server) -> None:
+    """Give the children SHUTDOWN_GRACE to finish their requests, then kill the rest; reap them all."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    # With max_children alive, collect_children() blocks until one exits, deadline
+    # or not; nothing new is forked any more, so lift the cap.
+    server.max_children = sys.maxsize
+    while server.active_children and time.monotonic() < deadline:
+        server.collect_children()  # reaps the children that have exited, without waiting
+        time.sleep(REAP_INTERVAL)
+    for pid in server.active_children or ():
+        os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
+    server.collect_children(blocking=True)
+
+
+def serve_forever(server: Server, stopping: list[bool]) -> None:
+    """Accept connections, a child process for each, until asked to stop; then wait for the children."""
+    # The library's serve_forever() cannot be stopped from the thread that runs
+    # it, and running it in a second thread would mean forking a process that
+    # has two threads: the child gets a copy of every lock but only one thread,
+    # the forking one. We drive the library's loop one step at a time instead.
+    while not stopping:
+        server.handle_request()  # wait up to POLL_INTERVAL for a connection; fork a child for it
+        server.service_actions()  # collect_children(): reap the children that have exited
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    stop_children(server)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        # A list, not a threading.Event: Event.set() takes a lock, and a lock
+        # taken in a signal handler can deadlock with the code it interrupted.
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with Server((args.host, args.port), args.delay) as server:
+        host, port = server.socket.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(server, stopping)
+    # The children finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

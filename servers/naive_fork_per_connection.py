@@ -1,0 +1,233 @@
+"""Naive fork per connection: fork_per_connection.py, with the child leaving through sys.exit.
+
+The model: exactly fork_per_connection.py, except for one line in
+handle_in_child. The child ends with sys.exit() instead of os._exit(), the
+way a script usually ends, and that is what is naive: sys.exit raises
+SystemExit, which unwinds through the parent's code it inherited (here only
+the with block in main, which closes a socket the child already closed) and
+then runs the interpreter's full shutdown in every child: atexit handlers,
+buffer flushes, and freeing every object the child inherited. Freeing an
+object writes to it, and each page written is copied away from the parent
+(copy-on-write), so every request pays for copying much of the parent's
+memory. Left in place on purpose, to measure it: it is our reconstruction of
+why the article's hand-written fork server was about nine times slower than
+ForkingTCPServer (see docs/designs/forking-tcpserver.md).
+Grows from: fork_per_connection.py (one line made naive).
+
+Run:   python servers/naive_fork_per_connection.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: every child runs the interpreter's shutdown, which
+costs more than answering the request. Otherwise as fork_per_connection.py.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), clients that
+send more than we read (we half-close and drain instead of resetting), and
+children that would otherwise stay zombies.
+"""
+
+import argparse
+import email.utils
+import os
+import re
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import NoReturn
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+REAP_INTERVAL = 0.05  # on stop, how often we look for finished children (waitpid has no timeout)
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this process waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float) -> NoReturn:
+    """Run in the forked child: answer the one connection, then leave the slow way."""
+    status = 1
+    try:
+        listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
+        handle_request(conn, delay)
+        status = 0
+    except BaseException:
+        traceback.print_exc()  # a bug: say so
+    finally:
+        # THE NAIVE LINE: sys.exit raises SystemExit, which unwinds through the
+        # parent's frames and then runs the interpreter's full shutdown in the
+        # child. fork_per_connection.py calls os._exit(status) here instead.
+        sys.exit(status)
+
+
+def reap_children(children: set[int]) -> None:
+    """Collect every child that has exited, without waiting, so none lingers as a zombie."""
+    while children:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()  # no children left at all
+            return
+        if pid == 0:
+            return  # the others are still running
+        children.discard(pid)
+
+
+def stop_children(children: set[int]) -> None:
+    """Give the children SHUTDOWN_GRACE to finish their requests, then kill the rest; reap them all."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    while children and time.monotonic() < deadline:
+        reap_children(children)
+        time.sleep(REAP_INTERVAL)
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
+    for pid in children:
+        os.waitpid(pid, 0)
+
+
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Accept connections and answer each in a child process until asked to stop."""
+    children: set[int] = set()  # pids not yet reaped; only this loop touches the set
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        # Reaped here, not in a SIGCHLD handler, which could run between fork()
+        # and children.add(pid) below: only this loop ever changes the set.
+        reap_children(children)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            handle_in_child(listener, conn, delay)  # never returns
+        children.add(pid)
+        # The parent's copy of the connection: only the child talks on it. Left
+        # open, it would live until the next accept rebinds `conn`, and the next
+        # child would inherit it.
+        conn.close()
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    stop_children(children)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, stopping)
+    # The children finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""Process pool: a fixed set of worker processes, fed connections by the accept loop.
+
+The model: at start, the parent forks WORKERS processes. Then it only accepts;
+each accepted connection goes into a queue, a Unix socket pair, and an idle
+worker takes it out and answers it with the same handle_request as
+sequential_sockets.py. What travels through the queue is not a Python object:
+a socket cannot be pickled. It is the connection's file descriptor, which the
+kernel copies into the receiving process (SCM_RIGHTS, socket.send_fds and
+socket.recv_fds). Up to WORKERS requests overlap; the next ones wait in the
+queue, as connections already accepted.
+Grows from: fork_per_connection.py (the processes are forked once, up front,
+and reused, instead of once per connection).
+
+Run:   python servers/process_pool.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--workers 16]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: at most WORKERS requests at once; the rest queue.
+A worker that dies is not replaced. On stop, workers still busy after
+SHUTDOWN_GRACE are killed. Unix only: os.fork and SCM_RIGHTS.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), clients that
+send more than we read (we half-close and drain instead of resetting), and a
+full queue (the accept loop waits, and still notices a stop).
+"""
+
+import argparse
+import email.utils
+import os
+import re
+import signal
+import socket
+import time
+import traceback
+from typing import NoReturn
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+REAP_INTERVAL = 0.05  # on stop, how often we look for finished workers (waitpid has no timeout)
+# More than the ten clients of the concurrency test and fewer than the fifty of
+# the article's load: see the page. Sized for waiting, not for CPUs.
+WORKERS = 16
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def work(jobs: socket.socket, delay: float) -> None:
+    """In a worker: take connections from the queue and answer them, one by one, until it closes."""
+    while True:
+        _, fds, _, _ = socket.recv_fds(jobs, 1, 1)  # waits for a connection, or for the end of the queue
+        if not fds:
+            return  # the parent closed its end and the queue is empty: time to go
+        handle_request(socket.socket(fileno=fds[0]), delay)
+
+
+def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.socket, delay: float) -> NoReturn:
+    """Run in a forked worker: serve from the queue, then leave at once."""
+    status = 1
+    try:
+        listener.close()  # only the parent accepts; a worker's copy would keep the port open after a stop
+        parent_end.close()  # or the queue could never end: this copy would keep it open
+        work(jobs, delay)
+        status = 0
+    except BaseException:
+        traceback.print_exc()  # a bug: say so, since os._exit skips the usual report
+    finally:
+        os._exit(status)  # never return into the parent's code (see fork_per_connection.py)
+
+
+def start_workers(listener: socket.socket, count: int, delay: float) -> tuple[socket.socket, list[int]]:
+    """Fork the pool; return the parent's end of the queue and the workers' pids."""
+    # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
+    # one reader, so the workers can share one end of the pair as a queue.
+    parent_end, jobs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    workers = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            run_worker(listener, parent_end, jobs, delay)  # never returns
+        workers.append(pid)
+    jobs.close()  # the parent only sends
+    parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
+    return parent_end, workers
+
+
+def hand_over(queue: socket.socket, conn: socket.socket, stopping: list[bool]) -> None:
+    """Put a connection in the queue, then close the parent's copy of it."""
+    try:
+        while True:
+            try:
+                # The kernel copies the descriptor into the message: the
+                # connection stays open, in the queue, after our close below.
+                socket.send_fds(queue, [b"c"], [conn.fileno()])
+                return
+            except TimeoutError:  # the queue is full: every worker is busy and many connections wait
+                if stopping:
+                    return  # we are stopping and nobody can take it: this client is refused
+    finally:
+        conn.close()
+
+
+def stop_workers(workers: list[int]) -> None:
+    """Give the workers SHUTDOWN_GRACE to empty the queue, then kill the rest; reap them all."""
+    running = set(workers)
+    deadline = time.monotonic() + SHUTDOWN_GRACE
+    while running and time.monotonic() < deadline:
+        for pid in list(running):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                running.discard(pid)
+        time.sleep(REAP_INTERVAL)
+    for pid in running:
+        os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
+    for pid in running:
+        os.waitpid(pid, 0)
+
+
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], workers: int) -> None:
+    """Start the pool, then accept connections and queue them for it until asked to stop."""
+    queue, pids = start_workers(listener, workers, delay)
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        hand_over(queue, conn, stopping)
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    queue.close()  # the workers answer what is queued, then read the end of the queue and exit
+    stop_workers(pids)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--workers", type=int, default=WORKERS, help="processes in the pool")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, stopping, args.workers)
+    # The workers finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""socketserver.TCPServer: the library's accept loop, one connection at a time.
+
+The model: socketserver.TCPServer owns the listening socket and the accept
+loop; for every connection it builds a RequestHandler (a StreamRequestHandler,
+which wraps the socket in a buffered rfile and a wfile) and calls its handle(),
+which reads the request, waits for the simulated database call and answers.
+Only when handle() returns, and the server has closed the connection, is the
+next connection accepted.
+Grows from: sequential_sockets.py (the same loop, now the library's; the
+handler reads lines from a file instead of calling recv).
+
+Run:   python servers/socketserver_tcp.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: while one client waits out its delay, every other
+client waits in the listen backlog, as in sequential_sockets.py.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), and clients
+that send more than we read (we half-close and drain instead of resetting;
+the library's own close would reset).
+"""
+
+import argparse
+import email.utils
+import io
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long the request in flight may take to finish
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(rfile: io.BufferedIOBase) -> bytes:
+    """Read lines until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    # The head may be MAX_HEAD_BYTES long, plus its last CRLF and the blank line.
+    while not received.endswith(b"\r\n\r\n"):
+        # Never ask for more than one byte past the budget: readline stops at a
+        # newline or at the limit, whichever comes first, and waits for either.
+        line = rfile.readline(MAX_HEAD_BYTES + 5 - len(received))
+        if not line:
+            raise ConnectionError("client closed before finishing its request")
+        received += line
+        if len(received) > MAX_HEAD_BYTES + 4:
+            raise RequestError(431)
+    return received[:-4]
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+
+
+class Server(socketserver.TCPServer):
+    """TCPServer with our backlog, our close and our delay."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+def serve_forever(server: Server, stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then let it finish the request in flight."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    # shutdown() has no timeout of its own: run it in a helper thread and wait
+    # for that one with ours. It returns once the request in flight is done.
+    stopper = threading.Thread(target=server.shutdown, daemon=True)
+    stopper.start()
+    stopper.join(SHUTDOWN_GRACE)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        # A list, not a threading.Event: Event.set() takes a lock, and a lock
+        # taken in a signal handler can deadlock with the code it interrupted.
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with Server((args.host, args.port), args.delay) as server:
+        host, port = server.socket.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(server, stopping)
+    # server_close() (leaving the with block) closed the listener: new clients are refused.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

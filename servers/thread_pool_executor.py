@@ -1,0 +1,194 @@
+"""Thread pool: a fixed set of threads answers the connections the main thread accepts.
+
+The model: thread_per_connection.py, except that threads are no longer
+started per connection. A concurrent.futures.ThreadPoolExecutor keeps up to
+THREADS threads; the main thread accepts and submits handle_request(conn,
+delay) to it. A free thread takes the task at once; when all are busy, the
+task waits in the executor's queue, its connection already accepted.
+Grows from: thread_per_connection.py (Thread(...).start() becomes
+executor.submit(...)).
+
+Run:   python servers/thread_pool_executor.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--threads 16]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: at most THREADS requests at once; the rest wait in
+an unbounded queue, so a flood of clients is a flood of accepted connections.
+On stop, requests still running after SHUTDOWN_GRACE have their connection
+cut, and the ones still queued are closed unanswered.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), and clients
+that send more than we read (we half-close and drain instead of resetting).
+"""
+
+import argparse
+import concurrent.futures
+import email.utils
+import re
+import signal
+import socket
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+# More than the ten clients of the concurrency test and fewer than the fifty of
+# the article's load: see the page. The library's own default, min(32, CPUs + 4),
+# is sized for CPU work and would change from machine to machine.
+THREADS = 16
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this thread waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], threads: int) -> None:
+    """Accept connections and hand each to the pool until asked to stop."""
+    # (task, its connection) for every request not yet finished; only this thread touches the list.
+    pending: list[tuple[concurrent.futures.Future[None], socket.socket]] = []
+    listener.settimeout(POLL_INTERVAL)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="handler") as executor:
+        while not stopping:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            pending = [(task, client) for task, client in pending if not task.done()]  # forget finished ones
+            # submit returns at once: a free thread runs the task, or it waits in the queue.
+            pending.append((executor.submit(handle_request, conn, delay), conn))
+        listener.close()  # stop accepting: new clients are refused, not left in the backlog
+        concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
+        for task, conn in pending:
+            if task.cancel():
+                conn.close()  # still queued, out of grace: it will never run
+            elif not task.done():
+                # Running, out of grace. The executor's threads cannot be
+                # abandoned (the interpreter joins them at exit), so end the
+                # conversation: every recv or send on it now returns at once.
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # it closed in the meantime
+    # Leaving the with block is executor.shutdown(wait=True): quick now.
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--threads", type=int, default=THREADS, help="threads in the pool")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, stopping, args.threads)
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

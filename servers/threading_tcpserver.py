@@ -1,0 +1,228 @@
+"""socketserver.ThreadingTCPServer: the library's accept loop, a thread per connection.
+
+The model: socketserver_tcp.py with ThreadingMixIn in front of TCPServer. The
+accept loop no longer calls the handler itself: process_request() starts a
+new thread that builds the RequestHandler, runs handle() and closes the
+connection, and the loop goes straight back to accept. While one thread
+sleeps through its simulated database call, the others run.
+Grows from: socketserver_tcp.py (one class name and the stop changed), and
+it is thread_per_connection.py written with the library.
+
+Run:   python servers/threading_tcpserver.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: one thread per client and no cap on how many run
+at once, as in thread_per_connection.py. On stop, threads still running
+after SHUTDOWN_GRACE are abandoned (they are daemon threads), not joined.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent clients (timeout), and clients
+that send more than we read (we half-close and drain instead of resetting;
+the library's own close would reset).
+"""
+
+import argparse
+import email.utils
+import io
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(rfile: io.BufferedIOBase) -> bytes:
+    """Read lines until the blank line that ends the head, however the bytes arrive."""
+    received = b""
+    # The head may be MAX_HEAD_BYTES long, plus its last CRLF and the blank line.
+    while not received.endswith(b"\r\n\r\n"):
+        # Never ask for more than one byte past the budget: readline stops at a
+        # newline or at the limit, whichever comes first, and waits for either.
+        line = rfile.readline(MAX_HEAD_BYTES + 5 - len(received))
+        if not line:
+            raise ConnectionError("client closed before finishing its request")
+        received += line
+        if len(received) > MAX_HEAD_BYTES + 4:
+            raise RequestError(431)
+    return received[:-4]
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this thread waits
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+
+
+class Server(socketserver.ThreadingTCPServer):
+    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+    # The library's defaults are daemon_threads = False and block_on_close = True:
+    # server_close() then joins every handler thread with no time limit, and the
+    # interpreter would wait for them at exit anyway. One client that trickles a
+    # byte every few seconds could hold the stop for minutes. Daemon threads that
+    # we count ourselves give the stop a deadline instead.
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+        self.in_flight = 0  # requests accepted and not yet closed; several threads change it: under the lock
+        self.idle = threading.Condition()
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self.idle:
+            self.in_flight += 1  # counted before its thread starts, so a stop cannot miss it
+        super().process_request(request, client_address)  # starts the thread and returns at once
+
+    def wait_until_idle(self, timeout: float) -> None:
+        """Return when no request is in flight, or after `timeout` seconds."""
+        with self.idle:
+            self.idle.wait_for(lambda: self.in_flight == 0, timeout)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        try:
+            close_gracefully(request)
+        finally:
+            with self.idle:  # the library calls this once per request, as its last step
+                self.in_flight -= 1
+                self.idle.notify_all()
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+def serve_forever(server: Server, stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then give requests in flight SHUTDOWN_GRACE."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a request
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        # A list, not a threading.Event: Event.set() takes a lock, and a lock
+        # taken in a signal handler can deadlock with the code it interrupted.
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with Server((args.host, args.port), args.delay) as server:
+        host, port = server.socket.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(server, stopping)
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()
