@@ -1,9 +1,10 @@
 """Render results/ into the Markdown tables the pages include.
 
 Rendering never measures: it reads records and writes docs/_generated/. Each
-scenario gives one table with every design (docs/_generated/<scenario>.md) and one
-small table per design for its own page (docs/_generated/<scenario>/<design>.md).
-`check` recomputes everything in memory and lists the files that differ, are
+scenario gives one table with every design (docs/_generated/<scenario>.md), and
+one file per design with its rows from every scenario it took part in, under a
+line naming the scenario (docs/_generated/designs/<design>.md), which its page
+includes. `check` recomputes everything in memory and lists the files that differ, are
 missing, or should no longer exist: a page can never show a stale number.
 """
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.catalogue import REPO_ROOT
+from harness.catalogue import REPO_ROOT, load_catalogue
 from harness.records import RESULTS_DIR, load_records
 from harness.stats import spread
 
@@ -278,8 +279,11 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR) -> dict[Path, str]:
-    """Every generated file and its content, computed from the records alone."""
+def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR,
+                   design_names: list[str] | None = None) -> dict[Path, str]:
+    """Every generated file and its content, computed from the records (and the catalogue's design names)."""
+    if design_names is None:
+        design_names = list(load_catalogue().designs)
     from harness import plots  # matplotlib is slow to import: only rendering needs it
 
     files: dict[Path, str] = {}
@@ -287,11 +291,20 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     if records:
         header = HEADER.format(source="every file in results/")
         files[generated_dir / "environment.md"] = header + environment_table(records)
+    by_design: dict[str, list[str]] = {name: [] for name in design_names}
     for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")
         files[generated_dir / f"{scenario_id}.md"] = header + scenario_table(record)
         for design in record["designs"]:
-            files[generated_dir / scenario_id / f"{design['name']}.md"] = header + design_table(record, design)
+            table = design_table(record, design)
+            by_design.setdefault(design["name"], []).append(
+                f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{table}")
+    for name, sections in by_design.items():
+        # One file per design with every scenario it took part in: its page includes just this.
+        body = "\n".join(sections) if sections else (
+            "*Not measured yet: no record in `results/` includes this design. "
+            "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
+        files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
         for name, svg in plots.scenario_plots(record).items():
             files[plots_dir(generated_dir) / name] = svg
     return files
