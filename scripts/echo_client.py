@@ -13,15 +13,17 @@ whatever the server does (open loop: each latency is timed from the moment the
 schedule said to start, so a server that falls behind shows it).
 
 Output: one JSON object on stdout:
-  connections, answered, wrong, errors {kind: count}, duration_s (from the first
-  start until every connection is closed), connections_per_second (answered / duration_s), latency_ms and
-  connect_ms ({mean, p50, p90, p99, max}, or null when nothing was answered),
-  mode, rate, loop, python, open_files {soft, hard, raised_from}.
+  connections, answered, wrong, errors {kind: count}, duration_s (from the
+  first start until every connection is closed), connections_per_second
+  (answered / duration_s), latency_ms and connect_ms ({mean, p50, p90, p99,
+  max}, or null when nothing was answered), mode, rate, loop, python,
+  open_files {soft, hard, raised_from}.
 `errors` counts exception names (ConnectionRefusedError, ...), "closed_early"
 (end of file before a whole line), and "timeout" (unfinished at --timeout).
 
 Exit codes: 0 every connection answered correctly; 1 some were not;
-2 bad arguments, or the open-files limit is too low for N connections.
+2 bad arguments (a host that is not loopback, too), or the open-files limit is
+too low for N connections. Load tests target the loopback interface only.
 
 N connections need N file descriptors at once, plus a few. If the soft
 RLIMIT_NOFILE is too low the client raises it, up to the hard limit; past the
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import ipaddress
 import json
 import math
 import platform
@@ -151,7 +154,8 @@ def report(outcomes: list[Outcome], started: float, finished: float, args: argpa
     answered = [outcome for outcome in outcomes if outcome.result == "answered"]
     duration = finished - started
     # Open loop: latency from the intended start, so time spent behind schedule is counted.
-    latencies = [(outcome.end - (outcome.intended_start if args.rate else outcome.start)) * 1000 for outcome in answered]
+    latencies = [(outcome.end - (outcome.intended_start if args.rate else outcome.start)) * 1000
+                 for outcome in answered]
     connects = [(outcome.connected - outcome.start) * 1000 for outcome in outcomes if not math.isnan(outcome.connected)]
     return {
         "tool": "echo_client.py",
@@ -188,6 +192,16 @@ def write_timeline(path: Path, outcomes: list[Outcome], started: float) -> None:
                             seconds(outcome.connected), seconds(outcome.end), outcome.result])
 
 
+def loopback(host: str) -> str:
+    """Accept only the loopback interface: a load test must not leave the machine."""
+    try:
+        if host == "localhost" or ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"refusing {host!r}: load tests target the loopback interface only")
+
+
 def positive(kind: type) -> Any:
     def parse(text: str) -> Any:
         value = kind(text)
@@ -199,7 +213,7 @@ def positive(kind: type) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--host", type=loopback, default=HOST, help="127.0.0.1, ::1 or localhost")
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--connections", type=positive(int), default=100, help="connections, one sentence each")
     parser.add_argument("--rate", type=positive(float), help="open loop: start this many connections per second")

@@ -18,7 +18,7 @@ the bytes arrive, waits --delay seconds, sends the line back upper-cased
 newline are read and discarded. A line longer than MAX_LINE_BYTES gets TOO_LONG
 instead; a client that closes before its newline gets no answer.
 
-Run:   python servers/asyncio_echo.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/asyncio_echo.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--backlog 128]
 Load:  python scripts/echo_client.py --port 8000 --connections 1000
 
 Known limits, on purpose: one thread for everything, so a blocking call in
@@ -26,21 +26,25 @@ data_received() or in the task would freeze every connection.
 Not on purpose, and handled: lines that arrive in pieces, over-long lines,
 silent clients (CLIENT_TIMEOUT for the line), clients that half-close while we
 work (we still answer), and clients that send more than we read (we half-close
-and drain instead of resetting). On SIGINT/SIGTERM: stop accepting, give open
-connections SHUTDOWN_GRACE, abort the rest, exit 0.
+and drain instead of resetting). Deadlines are checked by one sweep every
+SWEEP_INTERVAL, not by a timer per connection: with 10,000 connections, two
+extra timers each cost more than the sweep. On SIGINT/SIGTERM: stop accepting,
+give open connections SHUTDOWN_GRACE, abort the rest, exit 0.
 """
 
 import argparse
 import asyncio
+import math
 import signal
 
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated I/O per line
-BACKLOG = 128  # pending connections the kernel queues for us
+BACKLOG = 128  # pending connections the kernel queues for us (--backlog; the kernel caps it at somaxconn)
 MAX_LINE_BYTES = 64 * 1024  # a longer line gets TOO_LONG instead of its echo
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold a connection forever
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+SWEEP_INTERVAL = 0.5  # how often one sweep closes the connections past their deadline
 SHUTDOWN_GRACE = 5.0  # on stop, how long replies in flight may take to finish
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
@@ -63,20 +67,19 @@ class EchoProtocol(asyncio.Protocol):
     def __init__(self, delay: float, connections: "set[EchoProtocol]") -> None:
         self.delay = delay
         self.connections = connections  # every open connection of the server, for a graceful stop
+        self.connections.add(self)  # at accept time, before connection_made: a stop cannot miss us
         self.loop = asyncio.get_running_loop()
         self.closed = self.loop.create_future()  # resolved by connection_lost; serve_forever waits on it
         self.received = bytearray()
         self.work: asyncio.Task[bytes] | None = None  # the loop keeps only a weak reference: we keep it alive
         self.answered = False
         self.client_done = False  # the client has half-closed: no more bytes will come
+        self.deadline = self.loop.time() + CLIENT_TIMEOUT  # close_overdue() closes us past it
         self.transport: asyncio.Transport
-        self.timer: asyncio.TimerHandle
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.connections.add(self)
-        self.timer = self.loop.call_later(CLIENT_TIMEOUT, transport.close)  # no line in time: give up
 
     def data_received(self, data: bytes) -> None:
         if self.work is not None or self.answered:
@@ -84,12 +87,12 @@ class EchoProtocol(asyncio.Protocol):
         start = len(self.received)
         self.received += data
         end = self.received.find(b"\n", start)  # search only the new bytes: a trickled line stays linear
-        if end == -1 and len(self.received) < MAX_LINE_BYTES:
+        if end == -1 and len(self.received) <= MAX_LINE_BYTES:
             return  # not a whole line yet; the loop calls us again with the next bytes
         if end == -1 or end >= MAX_LINE_BYTES:
             self.answer(TOO_LONG)
             return
-        self.timer.cancel()
+        self.deadline = math.inf  # the wait from here on is ours, not the client's
         line = bytes(self.received[: end + 1])
         self.received.clear()
         self.work = self.loop.create_task(simulated_io(line, self.delay))  # starts on the loop's next turn
@@ -109,7 +112,6 @@ class EchoProtocol(asyncio.Protocol):
     def answer(self, reply: bytes) -> None:
         """Send the reply, half-close, and give the client DRAIN_TIMEOUT to close its side."""
         self.answered = True
-        self.timer.cancel()
         if self.transport.is_closing():
             return  # the client already went away: nobody to answer
         self.transport.write(reply)
@@ -117,7 +119,7 @@ class EchoProtocol(asyncio.Protocol):
             self.transport.close()  # nothing left to drain: close once the reply is written
             return
         self.transport.write_eof()  # FIN after the reply: the client reads it all, then end of file
-        self.timer = self.loop.call_later(DRAIN_TIMEOUT, self.transport.close)
+        self.deadline = self.loop.time() + DRAIN_TIMEOUT  # ...and closes its side, or we close it
 
     def eof_received(self) -> bool:
         # The client half-closed. Keep the connection open only if we still owe it
@@ -127,14 +129,27 @@ class EchoProtocol(asyncio.Protocol):
         return self.work is not None and not self.answered
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.timer.cancel()
         if self.work is not None:
             self.work.cancel()  # nobody to answer any more; a no-op if it is done
         self.connections.discard(self)
         self.closed.set_result(None)
 
 
-async def serve_forever(host: str, port: int, delay: float) -> None:
+async def close_overdue(connections: set[EchoProtocol]) -> None:
+    """Every SWEEP_INTERVAL, close the connections past their deadline (abort if closing did not finish)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(SWEEP_INTERVAL)
+        now = loop.time()
+        for connection in [connection for connection in connections if connection.deadline < now]:
+            if connection.transport.is_closing():
+                connection.transport.abort()  # closed once already and still unsent: the client does not read
+            else:
+                connection.transport.close()
+                connection.deadline = now + DRAIN_TIMEOUT
+
+
+async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
     """Serve until SIGINT/SIGTERM, then give the open connections SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -144,18 +159,31 @@ async def serve_forever(host: str, port: int, delay: float) -> None:
     loop.add_signal_handler(signal.SIGTERM, stopping.set)
 
     connections: set[EchoProtocol] = set()
-    server = await loop.create_server(lambda: EchoProtocol(delay, connections), host, port, backlog=BACKLOG)
+    server = await loop.create_server(lambda: EchoProtocol(delay, connections), host, port, backlog=backlog)
     host, port = server.sockets[0].getsockname()[:2]
     print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    sweeper = asyncio.create_task(close_overdue(connections))
     await stopping.wait()
 
-    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    # Stop accepting in two steps. server.close() alone can land between an accept
+    # and the setting up of its transport, which CPython answers with an
+    # AssertionError and a leaked socket (gh-109564). So: stop reading the
+    # listening socket, give the loop one turn to set up what it has accepted
+    # (each gets its EchoProtocol, which joins `connections`), then close.
+    for listener in server.sockets:
+        loop.remove_reader(listener.fileno())
+    await asyncio.sleep(0)
+    server.close()  # new clients are refused, not left in the backlog
     if connections:
         await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)
+    if connections:
         late = list(connections)
         for connection in late:
             connection.transport.abort()  # out of grace: close at once, skip the polite drain
-        await asyncio.gather(*(connection.closed for connection in late))  # their tasks are cancelled too
+        # abort() reports connection_lost (which cancels the task) on the loop's next turn.
+        await asyncio.wait([connection.closed for connection in late], timeout=1.0)
+    sweeper.cancel()
+    await asyncio.gather(sweeper, return_exceptions=True)
     await server.wait_closed()
 
 
@@ -164,9 +192,10 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated I/O per line")
+    parser.add_argument("--backlog", type=int, default=BACKLOG, help="listen backlog: connections not yet accepted")
     args = parser.parse_args()
 
-    asyncio.run(serve_forever(args.host, args.port, args.delay))
+    asyncio.run(serve_forever(args.host, args.port, args.delay, args.backlog))
     # The replies in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -1,13 +1,13 @@
-"""Threaded echo: socketserver gives every connection its own thread.
+"""Threaded echo: socketserver.ThreadingTCPServer, a thread per connection, one line each.
 
-The model: socketserver.ThreadingTCPServer accepts on the main thread and runs
-EchoHandler.handle() for each connection in a new thread. The handler reads one
-line, waits out the simulated I/O with time.sleep() (only its own thread
-waits), and answers the line upper-cased. The server of "Async Python - Part 1",
-with the graceful stop that article asks for: SIGINT or SIGTERM stops the
-accepting, the replies in flight get SHUTDOWN_GRACE to finish, and the exit code is 0.
-Grows from: thread_per_connection.py (the same thread per connection, started
-by socketserver instead of by hand, speaking a line protocol instead of HTTP).
+The model: the library's accept loop starts a new thread for every
+connection; the thread reads one line, waits out the simulated I/O with
+time.sleep() (only its own thread waits), and answers the line upper-cased.
+This is the threaded server of "Async Python - Part 1", with the graceful stop
+that article asks for: on SIGINT or SIGTERM, stop accepting, give the replies
+in flight SHUTDOWN_GRACE to finish, exit 0.
+Grows from: threading_tcpserver.py (the same server and the same stop; the
+HTTP handler replaced by the echo).
 
 Protocol (the same in asyncio_echo.py and minimal_asyncio_echo.py): the client
 sends one line ending in b"\\n"; the server reads until that newline however
@@ -16,59 +16,41 @@ the bytes arrive, waits --delay seconds, sends the line back upper-cased
 newline are read and discarded. A line longer than MAX_LINE_BYTES gets TOO_LONG
 instead; a client that closes before its newline gets no answer.
 
-Run:   python servers/threaded_echo.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/threaded_echo.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--backlog 128]
 Load:  python scripts/echo_client.py --port 8000 --connections 1000
 
-Known limits, on purpose: one thread, with its own stack, per connection; with
-10,000 clients at once that is 10,000 threads taking turns on one GIL. On stop,
-threads still running after SHUTDOWN_GRACE are abandoned (they are daemon threads).
+Known limits, on purpose: one thread per client and no cap on how many run at
+once: 10,000 clients at once are 10,000 threads taking turns on one GIL, and
+the accept loop is one of them. On stop, threads still running after
+SHUTDOWN_GRACE are abandoned (they are daemon threads), not joined.
 Not on purpose, and handled: lines that arrive in pieces, over-long lines,
 silent clients (timeout), and clients that send more than we read (we
-half-close and drain instead of resetting).
+half-close and drain instead of resetting; the library's own close would reset).
 """
 
 import argparse
 import signal
 import socket
 import socketserver
+import sys
 import threading
 import time
 
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated I/O per line
-BACKLOG = 128  # pending connections the kernel queues for us
+BACKLOG = 128  # pending connections the kernel queues for us (--backlog; the kernel caps it at somaxconn)
 MAX_LINE_BYTES = 64 * 1024  # a longer line gets TOO_LONG instead of its echo
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold its thread forever
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
 SHUTDOWN_GRACE = 5.0  # on stop, how long replies in flight may take to finish
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 
 
-class LineTooLong(Exception):
-    """The client sent MAX_LINE_BYTES without a newline."""
-
-
 def upper_case(line: bytes) -> bytes:
     """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
     return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
-
-
-def read_line(conn: socket.socket) -> bytes:
-    """Read until the first newline (included), however the bytes arrive."""
-    received = bytearray()
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ConnectionError("client closed before its newline")
-        start = len(received)
-        received += chunk
-        end = received.find(b"\n", start)  # search only the new bytes: a trickled line stays linear
-        if end != -1 and end < MAX_LINE_BYTES:
-            return bytes(received[: end + 1])
-        if end != -1 or len(received) >= MAX_LINE_BYTES:
-            raise LineTooLong
 
 
 def close_gracefully(conn: socket.socket) -> None:
@@ -85,76 +67,89 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection's line; socketserver closes the connection afterwards."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            line = read_line(conn)
-            time.sleep(delay)  # the simulated I/O: only this thread waits
-            reply = upper_case(line)
-        except LineTooLong:
-            reply = TOO_LONG
-        conn.sendall(reply)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection's line; the server closes the connection afterwards."""
 
-
-class EchoHandler(socketserver.BaseRequestHandler):
-    """socketserver makes one of these per connection and calls handle() in that connection's thread."""
-
-    server: "EchoServer"
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
 
     def handle(self) -> None:
-        handle_request(self.request, self.server.delay)
+        try:
+            # readline waits for a newline however the bytes arrive, and stops
+            # one byte past the cap: that extra byte is how we know a line is too long.
+            line = self.rfile.readline(MAX_LINE_BYTES + 1)
+            if len(line) > MAX_LINE_BYTES:
+                reply = TOO_LONG
+            elif not line.endswith(b"\n"):
+                return  # the client closed before its newline: nothing to answer
+            else:
+                time.sleep(self.server.delay)  # the simulated I/O: only this thread waits
+                reply = upper_case(line)
+            self.wfile.write(reply)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
 
 
-class EchoServer(socketserver.ThreadingTCPServer):
-    """ThreadingTCPServer with our backlog, a bounded wait for replies in flight, and a graceful close."""
+class Server(socketserver.ThreadingTCPServer):
+    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
 
-    allow_reuse_address = True  # as socket.create_server does: a restart need not wait out TIME_WAIT
-    request_queue_size = BACKLOG
-    # socketserver's defaults are daemon_threads = False and block_on_close = True:
-    # server_close() would then join every handler thread with no time limit, and
-    # the interpreter would wait for them again at exit. A silent client could
-    # hold the stop for CLIENT_TIMEOUT or more. We count the connections in
-    # flight ourselves and wait for them with a deadline (wait_for_in_flight);
-    # daemon threads let the process exit when that deadline has passed.
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+    # The library's defaults are daemon_threads = False and block_on_close = True:
+    # server_close() then joins every handler thread with no time limit, and the
+    # interpreter would wait for them at exit anyway. One client that trickles a
+    # byte every few seconds could hold the stop for minutes. Daemon threads that
+    # we count ourselves give the stop a deadline instead.
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, EchoHandler)
+    def __init__(self, address: tuple[str, int], delay: float, backlog: int = BACKLOG) -> None:
+        self.request_queue_size = backlog  # the library's listen() backlog (its default is 5), used below
+        super().__init__(address, RequestHandler)
         self.delay = delay
-        self.in_flight = 0  # connections accepted and not yet closed
-        self.all_done = threading.Condition()  # notified whenever in_flight goes down
+        self.in_flight = 0  # connections accepted and not yet closed; several threads change it: under the lock
+        self.idle = threading.Condition()
 
-    def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
-        """Count the connection, then let ThreadingMixIn start its thread."""
-        with self.all_done:
-            self.in_flight += 1  # counted before its thread starts: a stop cannot miss it
-        super().process_request(request, client_address)
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self.idle:
+            self.in_flight += 1  # counted before its thread starts, so a stop cannot miss it
+        super().process_request(request, client_address)  # starts the thread and returns at once
+
+    def wait_until_idle(self, timeout: float) -> None:
+        """Return when no connection is in flight, or after `timeout` seconds."""
+        with self.idle:
+            self.idle.wait_for(lambda: self.in_flight == 0, timeout)
 
     def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        """socketserver calls this once per connection, after handle() or after a failure."""
-        close_gracefully(request)  # socketserver's own version half-closes without draining
-        with self.all_done:
-            self.in_flight -= 1
-            self.all_done.notify_all()
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an over-long line) would then make the kernel send RST, and the client
+        # could lose our answer. Drain first, like the other designs.
+        try:
+            close_gracefully(request)
+        finally:
+            with self.idle:  # the library calls this once per connection, as its last step
+                self.in_flight -= 1
+                self.idle.notify_all()
 
-    def wait_for_in_flight(self, timeout: float) -> bool:
-        """Wait until every connection is closed, or `timeout` seconds; True if all closed."""
-        with self.all_done:
-            return self.all_done.wait_for(lambda: self.in_flight == 0, timeout)
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
-def serve_forever(server: EchoServer, stopping: list[bool]) -> None:
-    """Accept connections, each answered in its own thread, until asked to stop."""
-    server.timeout = POLL_INTERVAL  # server.handle_request() returns after this long without a client
+def serve_forever(server: Server, stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then give replies in flight SHUTDOWN_GRACE."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
     while not stopping:
-        server.handle_request()  # socketserver's: accept one connection, start its thread, return
-    server.server_close()  # stop accepting: new clients are refused, not left in the backlog
-    server.wait_for_in_flight(SHUTDOWN_GRACE)  # one deadline for all replies in flight
+        time.sleep(POLL_INTERVAL)
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a connection
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
 
 
 def main() -> None:
@@ -162,20 +157,23 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated I/O per line")
+    parser.add_argument("--backlog", type=int, default=BACKLOG, help="listen backlog: connections not yet accepted")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
 
     def request_stop(signum: int, frame: object) -> None:
-        stopping.append(True)  # only a flag: taking a lock in a signal handler can deadlock
+        # A list, not a threading.Event: Event.set() takes a lock, and a lock
+        # taken in a signal handler can deadlock with the code it interrupted.
+        stopping.append(True)
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
 
-    server = EchoServer((args.host, args.port), args.delay)
-    host, port = server.server_address[:2]
-    print(f"Serving on tcp://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-    serve_forever(server, stopping)
+    with Server((args.host, args.port), args.delay, args.backlog) as server:
+        host, port = server.socket.getsockname()[:2]
+        print(f"Serving on tcp://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(server, stopping)
     # The replies in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -47,7 +47,7 @@ def test_every_scenario_names_designs_and_a_known_tool() -> None:
     assert "from-scratch" in {scenario["id"] for scenario in listed}
     for scenario in listed:
         assert scenario["designs"], scenario["id"]
-        assert scenario["tool"] in {"ab", "hey", "wrk", "echo-client"}
+        assert scenario["tool"] in {"ab", "hey", "wrk", "http-client", "echo-client"}
 
 
 @pytest.mark.parametrize("args", [["run", "--design", "no-such-design"], ["run", "--scenario", "no-such-scenario"],

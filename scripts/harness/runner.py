@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import probe, processes
+from harness import echo_probe, probe, processes
 from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario
 from harness.environment import describe_machine, utc_now
 from harness.resources import GroupSampler
@@ -30,7 +30,8 @@ from harness.tools import require_tool
 LOG_DIR = REPO_ROOT / "build" / "logs"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"
 PRIMER_REQUESTS = 3
-VERIFIERS = {"http": probe.verify_http, "naive-http": probe.verify_naive_http}
+VERIFIERS = {"http": probe.verify_http, "naive-http": probe.verify_naive_http, "echo": echo_probe.verify_echo}
+PRIMED_KINDS = {"http", "naive-http"}  # an echo connection costs nothing to warm up: no primer
 
 
 def fill_template(template: str, workdir: Path, **values: str) -> Path:
@@ -176,13 +177,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             for concurrency in settings["concurrency"]:
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
-                prime(target.host, target.port)
+                if design.kind in PRIMED_KINDS:
+                    prime(target.host, target.port)
                 progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
                 time_wait_before = time_wait_sockets()
                 with GroupSampler(server.process.pid) as sampler:
                     run = tool.run(url, concurrency, settings, log_dir / f"c{concurrency}", pinning["load"])
-                run.update(repetition=repetition, time_wait_before=time_wait_before,
-                           requests_requested=settings["requests"], time_limit=settings.get("time_limit"),
+                run.setdefault("requests_requested", settings["requests"])  # an adapter may know better
+                run.update(repetition=repetition, time_wait_before=time_wait_before, time_limit=settings.get("time_limit"),
                            server_resources=sampler.summary(run.get("complete") or 0))
                 outcome.runs.append(run)
                 if not server.alive():
