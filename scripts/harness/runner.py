@@ -97,7 +97,10 @@ def time_wait_sockets() -> int | None:
     return None
 
 
-TIME_WAIT_DRAIN_BELOW = 2000  # sockets; below this, leftovers of the last design cannot matter
+# Closed connections linger 60 s in TIME_WAIT. Ours are on the server side (the servers close
+# first) and on the previous design's port, so a few thousand cannot affect the next design;
+# tens of thousands (after 100,000 requests) cost the kernel memory and lookups: wait for those.
+TIME_WAIT_DRAIN_BELOW = 10_000
 TIME_WAIT_MAX_WAIT_SECONDS = 10.0  # Linux keeps TIME_WAIT 60 s: wait for most of it to go, not all
 
 
