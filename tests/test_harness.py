@@ -42,6 +42,32 @@ def test_list_json_covers_every_from_scratch_attempt_with_the_required_fields() 
     assert {f"from-scratch/{attempt}" for attempt in FROM_SCRATCH_ATTEMPTS} <= reproduced
 
 
+ARTICLE_EXPERIMENT_IDS = {
+    "async-101/sync", "async-101/async",
+    "concurrency-models/linear", "concurrency-models/prefork", "concurrency-models/thread-queue",
+    "concurrency-models/epoll",
+    "designing-servers/sequential", "designing-servers/forking-per-client", "designing-servers/forking-tcpserver",
+    "designing-servers/threading", "designing-servers/process-pool", "designing-servers/thread-pool",
+    "designing-servers/nonblocking", "designing-servers/async", "designing-servers/nginx",
+    "designing-servers/gunicorn-sync", "designing-servers/gunicorn-gevent", "designing-servers/waitress",
+    "async-python-part-1/threaded-echo", "async-python-part-1/asyncio-echo",
+}
+
+
+def test_list_json_covers_every_experiment_of_the_other_four_articles() -> None:
+    listed = json.loads(bench("list", "--json").stdout)
+    reproduced = {attempt for entry in listed for attempt in entry["reproduces"]}
+    assert ARTICLE_EXPERIMENT_IDS - reproduced == set()
+
+
+def test_every_article_scenario_and_sweep_is_in_the_catalogue() -> None:
+    listed = {scenario["id"]: scenario for scenario in json.loads(bench("scenarios", "--json").stdout)}
+    assert {"from-scratch", "async-101", "concurrency-models", "designing-servers", "designing-servers-behind-nginx",
+            "async-python-part-1", "timeline", "sweep-io", "open-loop"} <= listed.keys()
+    assert {scenario["tool"] for scenario in listed.values()} == {"ab", "hey", "wrk", "http-client", "echo-client"}
+    assert listed["sweep-io"]["concurrency"] == [1, 10, 50, 100, 500, 1000]
+
+
 def test_every_scenario_names_designs_and_a_known_tool() -> None:
     listed = json.loads(bench("scenarios", "--json").stdout)
     assert "from-scratch" in {scenario["id"] for scenario in listed}

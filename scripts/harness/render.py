@@ -299,14 +299,14 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
             table = design_table(record, design)
             by_design.setdefault(design["name"], []).append(
                 f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{table}")
+        for plot_name, svg in plots.scenario_plots(record).items():
+            files[plots_dir(generated_dir) / plot_name] = svg
     for name, sections in by_design.items():
         # One file per design with every scenario it took part in: its page includes just this.
         body = "\n".join(sections) if sections else (
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
-        for name, svg in plots.scenario_plots(record).items():
-            files[plots_dir(generated_dir) / name] = svg
     return files
 
 
