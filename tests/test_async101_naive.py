@@ -164,7 +164,9 @@ def test_a_silent_client_fills_the_naive_blocking_servers_backlog_and_later_clie
     clients = LISTEN_BACKLOG + 40
     queued, results = burst_behind_a_silent_client("async-101-naive-sync", tmp_path, clients)
     slow_connects = [connected for connected, _ in results if connected >= SYN_RETRY_SECONDS]
-    assert queued == LISTEN_BACKLOG + 1  # Linux lets the accept queue hold backlog + 1
+    # Linux lets the accept queue hold backlog + 1; one more can be counted while the kernel completes a
+    # handshake at the instant we look (seen once in about twenty runs).
+    assert queued is not None and LISTEN_BACKLOG + 1 <= queued <= LISTEN_BACKLOG + 2
     assert [status for _, status in results] == [200] * clients  # everyone is answered in the end...
     assert len(slow_connects) >= clients - LISTEN_BACKLOG - 1 - 5  # ...but the overflow waited for a SYN retry
 # --8<-- [end:backlog]
