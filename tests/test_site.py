@@ -126,3 +126,10 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header() -> None:
             assert "Not measured yet" in content, path
         for rows in tables:
             assert {cells(row) for row in rows} == {cells(rows[0])}, f"{path}: rows differ in width"
+
+
+def test_every_snippet_is_shown_on_a_page() -> None:
+    """A snippet no page includes is dead weight; one a page includes is run above."""
+    pages = "".join(path.read_text(encoding="utf-8") for path in (REPO_ROOT / "docs").rglob("*.md"))
+    for snippet in SNIPPETS:
+        assert f'--8<-- "snippets/{snippet.name}"' in pages, f"no page includes {snippet.name}"
