@@ -61,7 +61,7 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
         return process.wait()
     finally:
         # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
-        processes.stop_process_group(process, stop_signal=signal.Signals[design.stop_signals[0]])
+        processes.stop_process_group(process, stop_signal=design.stop_signal)
 
 
 def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
@@ -70,13 +70,12 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     port = processes.free_port()
     workdir = runner.LOG_DIR / "check" / design.name
     command = runner.server_command(design, port, args.delay, workdir)
-    stop_signal = signal.Signals[design.stop_signals[0]]
-    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=stop_signal) as server:
+    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
         problems = runner.VERIFIERS[design.kind](server.host, server.port)
-        if design.kind in ("http", "naive-http"):
+        if design.kind in runner.HTTP_KINDS:
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
     print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
-          f"exit code on {stop_signal.name} {server.exit_code}")
+          f"exit code on {design.stop_signal.name} {server.exit_code}")
     return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ def started(design: Design, tmp_path: Path, delay: float = 0.0) -> Iterator[proc
     workdir = tmp_path / design.name
     command = runner.server_command(design, port, delay, workdir)
     with processes.running_server(command, port, workdir, cwd=runner.REPO_ROOT,
-                                  stop_signal=signal.Signals[design.stop_signals[0]]) as server:
+                                  stop_signal=design.stop_signal) as server:
         yield server
 
 

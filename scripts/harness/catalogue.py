@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,11 @@ class Design:
     # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
     malformed_request_status: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stop_signal(self) -> signal.Signals:
+        """The signal the harness stops this design with: the first graceful one it lists."""
+        return signal.Signals[self.stop_signals[0]]
 
     def to_json(self) -> dict[str, Any]:
         return {

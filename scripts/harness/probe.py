@@ -104,7 +104,7 @@ def verify_naive_http(host: str, port: int) -> list[str]:
     what breaks.
     """
     try:
-        response = parse_response(exchange(host, port, f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()))
+        response = get(host, port)
     except (OSError, ValueError) as error:
         return [f"could not fetch /: {error}"]
     problems = [] if response.status == 200 else [f"status {response.status}, expected 200"]

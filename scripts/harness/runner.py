@@ -31,7 +31,7 @@ LOG_DIR = REPO_ROOT / "build" / "logs"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"
 PRIMER_REQUESTS = 3
 VERIFIERS = {"http": probe.verify_http, "naive-http": probe.verify_naive_http, "echo": echo_probe.verify_echo}
-PRIMED_KINDS = {"http", "naive-http"}  # an echo connection costs nothing to warm up: no primer
+HTTP_KINDS = {"http", "naive-http"}  # primed before measuring; an echo connection costs nothing to warm up
 
 
 def fill_template(template: str, workdir: Path, **values: str) -> Path:
@@ -167,7 +167,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     try:
         with processes.running_server(server_command(design, port, settings["delay"], log_dir), port, log_dir,
                                       cpu=pinning["server"], cwd=REPO_ROOT,
-                                      stop_signal=signal.Signals[design.stop_signals[0]]) as server, \
+                                      stop_signal=design.stop_signal) as server, \
                 contextlib.ExitStack() as front:
             target = server
             if settings.get("proxy"):
@@ -180,7 +180,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             for concurrency in settings["concurrency"]:
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
-                if design.kind in PRIMED_KINDS:
+                if design.kind in HTTP_KINDS:
                     prime(target.host, target.port)
                 progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
                 time_wait_before = time_wait_sockets()
@@ -199,7 +199,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                     return
         outcome.server_exit_codes.append(server.exit_code)
         if server.exit_code != 0:
-            outcome.fail(f"server exited with code {server.exit_code} on {design.stop_signals[0]} (expected 0)",
+            outcome.fail(f"server exited with code {server.exit_code} on {design.stop_signal.name} (expected 0)",
                          server.stderr_tail())
     except processes.ServerStartError as error:
         outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
