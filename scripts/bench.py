@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import probe, processes, render, runner  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
-from harness.tools import ToolMissingError  # noqa: E402
+from harness.tools import ToolMissingError, require_tool  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -83,12 +83,15 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     scenarios = [catalogue.scenario(args.scenario)] if args.scenario else list(catalogue.scenarios.values())
     for name in args.design or []:
         catalogue.design(name)  # unknown names fail before anything starts
+    selected = [(scenario, [name for name in args.design if name in scenario.designs] if args.design else None)
+                for scenario in scenarios]
+    selected = [(scenario, names) for scenario, names in selected if names != []]
+    for scenario, _ in selected:
+        require_tool(scenario.tool)  # a missing tool stops the run before the first cell, not midway
+    progress = runner.plan_run(catalogue, selected, args.quick, args.repeat)
     any_failed = False
-    for scenario in scenarios:
-        names = [name for name in args.design if name in scenario.designs] if args.design else None
-        if names == []:
-            continue
-        path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out)
+    for scenario, names in selected:
+        path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
         print(render.scenario_table(record))
         print(f"Wrote {path}")
         failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]

@@ -68,14 +68,31 @@ def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | N
         yield proxy
 
 
+class UnsupportedWorkError(ValueError):
+    """Simulated CPU work (--work N) asked of a design that cannot do it: bad input, like an unknown name."""
+
+
+def work_arguments(design: Design, work: int) -> list[str]:
+    """`--work N` when work is asked (N > 0) of a design that supports it; nothing when none is asked."""
+    if work < 0:
+        raise UnsupportedWorkError(f"--work takes a number of iterations, 0 or more, not {work}")
+    if work == 0:
+        return []
+    if not design.supports_work:
+        raise UnsupportedWorkError(f"design {design.name!r} cannot simulate CPU work (--work {work}): its "
+                                   "catalogue entry does not say supports_work = true")
+    return ["--work", str(work)]
+
+
 def server_command(design: Design, port: int, delay: float, workdir: Path,
-                   host: str = processes.LOOPBACK) -> list[str]:
-    """Fill the design's command template (and its config file, if it has one)."""
+                   host: str = processes.LOOPBACK, work: int = 0) -> list[str]:
+    """Fill the design's command template (and its config file, if it has one); add --work N if asked."""
+    extra = work_arguments(design, work)  # refused before anything is written
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(design, port, delay, host, workdir)
     values = {"python": sys.executable, "file": str(REPO_ROOT / design.file), "host": host,
               "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir)}
-    return [part.format(**values) for part in design.command]
+    return [part.format(**values) for part in design.command] + extra
 
 
 def prime(host: str, port: int) -> None:
@@ -115,6 +132,25 @@ def wait_for_time_wait_drain(below: int = TIME_WAIT_DRAIN_BELOW,
         time.sleep(0.5)
 
 
+def plan_run(catalogue: Catalogue, runs: list[tuple[Scenario, list[str] | None]], quick: bool,
+             repeat: int | None) -> Progress:
+    """One progress display for several scenarios: (scenario, design names or None for all) each."""
+    planned: list[float] = []
+    for scenario, design_names in runs:
+        settings = scenario_settings(scenario, quick, repeat)
+        designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
+        planned += plan_cells(settings, designs, with_ceiling=bool(settings.get("ceiling")))
+    return Progress(planned)
+
+
+def scenario_settings(scenario: Scenario, quick: bool, repeat: int | None = None) -> dict[str, Any]:
+    """The settings a run of this scenario uses (quick overrides, and --repeat when given)."""
+    settings = scenario.settings(quick)
+    if repeat is not None:
+        settings["repeat"] = repeat
+    return settings
+
+
 @dataclass
 class DesignOutcome:
     """What one design did across the whole scenario."""
@@ -138,24 +174,83 @@ class DesignOutcome:
 
 
 class Progress:
-    """One line per cell on stderr: what runs, how far along, and an estimate of the time left."""
+    """One line per cell on stderr: what runs, how far along, and an estimate of the time left.
 
-    def __init__(self, total_cells: int, estimate_per_cell: float) -> None:
-        self.total, self.done, self.started = total_cells, 0, time.monotonic()
-        self.estimate_per_cell = estimate_per_cell
+    The plan is an estimate of every cell's seconds (its time limit plus start-up), made before
+    anything runs and spanning every scenario of the run; as cells finish, the estimate for the
+    rest is scaled by how the finished cells compared with their own estimates.
+    """
+
+    def __init__(self, planned_cells: list[float]) -> None:
+        self.planned = planned_cells
+        self.done, self.done_estimate, self.started = 0, 0.0, time.monotonic()
 
     def step(self, label: str) -> None:
         elapsed = time.monotonic() - self.started
-        per_cell = elapsed / self.done if self.done else self.estimate_per_cell
-        left = per_cell * (self.total - self.done)
-        print(f"[{self.done + 1}/{self.total}] {label}  (elapsed {_clock(elapsed)}, about {_clock(left)} left)",
-              file=sys.stderr, flush=True)
-        self.done += 1
+        rest = sum(self.planned[self.done:])
+        scale = elapsed / self.done_estimate if self.done_estimate else 1.0
+        print(f"[{self.done + 1}/{len(self.planned)}] {label}  "
+              f"(elapsed {_clock(elapsed)}, about {_clock(rest * scale)} left)", file=sys.stderr, flush=True)
+        self.skip(1)
+
+    def skip(self, cells: int) -> None:
+        """Count cells as done (run, or skipped because their design already failed)."""
+        self.done_estimate += sum(self.planned[self.done:self.done + cells])
+        self.done = min(self.done + cells, len(self.planned))
 
 
 def _clock(seconds: float) -> str:
     minutes, seconds = divmod(int(seconds), 60)
     return f"{minutes}:{seconds:02d}"
+
+
+CELL_OVERHEAD_SECONDS = 1.0  # starting, verifying and priming a design, and the tool's own start
+UNTIMED_CELL_SECONDS = 10.0  # the guess for a cell with no time limit
+
+
+def levels(settings: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+    """The cells of one repetition: (label, concurrency, setting overrides).
+
+    Usually one per concurrency level. An open-loop scenario whose `rate` is a list sweeps the
+    offered rate instead, at its one concurrency level (the cap on requests in flight); with
+    `schedule_seconds`, each rate schedules rate x schedule_seconds requests.
+    """
+    rates = settings.get("rate")
+    if not isinstance(rates, list):
+        return [(f"c={concurrency}", concurrency, {}) for concurrency in settings["concurrency"]]
+    cap = settings["concurrency"][0]
+    cells = []
+    for rate in rates:
+        overrides: dict[str, Any] = {"rate": rate}
+        if settings.get("schedule_seconds"):
+            overrides["requests"] = max(1, round(rate * settings["schedule_seconds"]))
+        cells.append((f"rate={rate:g}", cap, overrides))
+    return cells
+
+
+def design_settings(settings: dict[str, Any], design: Design) -> dict[str, Any]:
+    """The scenario's settings for one design: a blocking design may get a shorter time limit.
+
+    `time_limit_blocking` (a scenario option) caps designs whose catalogue says concurrent = false:
+    they answer one request at a time, and a few seconds show their rate as well as a minute.
+    """
+    if not design.concurrent and settings.get("time_limit_blocking"):
+        return {**settings, "time_limit": settings["time_limit_blocking"]}
+    return settings
+
+
+def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bool) -> list[float]:
+    """Estimated seconds of every cell of a scenario, in the order they will run."""
+    def cell(design_specific: dict[str, Any]) -> float:
+        limit = design_specific.get("time_limit")
+        return (float(limit) if limit else UNTIMED_CELL_SECONDS) + CELL_OVERHEAD_SECONDS
+
+    per_level = len(levels(settings))
+    planned = [cell(settings)] * per_level if with_ceiling else []
+    for _ in range(settings["repeat"]):
+        for design in designs:
+            planned += [cell(design_settings(settings, design))] * per_level
+    return planned
 
 
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
@@ -177,17 +272,19 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
                 return
             url = f"http://{target.host}:{target.port}/"
-            for concurrency in settings["concurrency"]:
+            for label, concurrency, overrides in levels(settings):
+                level_settings = {**settings, **overrides}
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
                 if design.kind in HTTP_KINDS:
                     prime(target.host, target.port)
-                progress.step(f"{scenario.id}: {design.name} c={concurrency} repetition {repetition + 1}/{settings['repeat']}")
+                progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
                 time_wait_before = time_wait_sockets()
                 with GroupSampler(server.process.pid) as sampler:
-                    run = tool.run(url, concurrency, settings, log_dir / f"c{concurrency}", pinning["load"])
-                run.setdefault("requests_requested", settings["requests"])  # an adapter may know better
-                run.update(repetition=repetition, time_wait_before=time_wait_before, time_limit=settings.get("time_limit"),
+                    run = tool.run(url, concurrency, level_settings, log_dir / label.replace("=", ""), pinning["load"])
+                run.setdefault("requests_requested", level_settings["requests"])  # an adapter may know better
+                run.update(repetition=repetition, time_wait_before=time_wait_before,
+                           time_limit=level_settings.get("time_limit"),
                            server_resources=sampler.summary(run.get("complete") or 0))
                 outcome.runs.append(run)
                 if not server.alive():
@@ -206,19 +303,17 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
 
 
 def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
-                 repeat: int | None, out_dir: Path | None) -> tuple[Path, dict[str, Any]]:
+                 repeat: int | None, out_dir: Path | None,
+                 progress: Progress | None = None) -> tuple[Path, dict[str, Any]]:
     """Run every cell of a scenario and write its record; returns the path and the record."""
-    settings = scenario.settings(quick)
-    if repeat is not None:
-        settings["repeat"] = repeat
+    settings = scenario_settings(scenario, quick, repeat)
     designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
     tool = require_tool(scenario.tool)
     pinning = processes.cpu_pinning()
     environment = describe_machine(pinning, {tool.name: tool.version()})
     outcomes = {design.name: DesignOutcome(design) for design in designs}
     ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
-    cells = (len(designs) * settings["repeat"] + (1 if ceiling else 0)) * len(settings["concurrency"])
-    progress = Progress(cells, estimate_per_cell=float(settings.get("time_limit") or 10) + 1)
+    progress = progress or Progress(plan_cells(settings, designs, ceiling is not None))
     started = utc_now()
     if ceiling is not None:
         # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
@@ -228,11 +323,15 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         for design in order:
             outcome = outcomes[design.name]
             if outcome.status == "failed":
-                progress.done += len(settings["concurrency"])  # skipped cells still count as done
+                progress.skip(len(levels(settings)))  # skipped cells still count as done
                 continue
             if not quick:  # a quick run trades this care for time
                 wait_for_time_wait_drain()
-            measure_design_once(outcome, scenario, settings, repetition, tool, pinning, progress)
+            cells_before = progress.done
+            measure_design_once(outcome, scenario, design_settings(settings, design), repetition, tool, pinning,
+                                progress)
+            # A design that failed part-way leaves the rest of its levels unrun: count them as done.
+            progress.skip(len(levels(settings)) - (progress.done - cells_before))
     record = {
         "schema": SCHEMA_VERSION,
         "scenario": scenario.to_json(),

@@ -1,0 +1,96 @@
+"""How a run is laid out: its cells (concurrency levels or offered rates), per-design time
+limits, the plan behind the progress display, and an open-loop rate sweep end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import runner
+from harness.catalogue import REPO_ROOT, load_catalogue
+
+BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
+CATALOGUE = load_catalogue()
+
+
+def test_a_closed_loop_scenario_has_one_cell_per_concurrency_level() -> None:
+    cells = runner.levels({"concurrency": [1, 10, 50], "requests": 100})
+    assert cells == [("c=1", 1, {}), ("c=10", 10, {}), ("c=50", 50, {})]
+
+
+def test_an_open_loop_rate_list_sweeps_the_rate_at_one_in_flight_cap() -> None:
+    cells = runner.levels({"concurrency": [1000], "rate": [20, 80, 160], "schedule_seconds": 2, "requests": 0})
+    assert cells == [("rate=20", 1000, {"rate": 20, "requests": 40}),
+                     ("rate=80", 1000, {"rate": 80, "requests": 160}),
+                     ("rate=160", 1000, {"rate": 160, "requests": 320})]
+
+
+def test_a_single_rate_keeps_the_concurrency_levels() -> None:
+    assert runner.levels({"concurrency": [1000], "rate": 80, "requests": 400}) == [("c=1000", 1000, {})]
+
+
+def test_only_blocking_designs_get_the_shorter_time_limit() -> None:
+    settings = {"time_limit": 11, "time_limit_blocking": 4}
+    blocking, concurrent = CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")
+    assert runner.design_settings(settings, blocking)["time_limit"] == 4
+    assert runner.design_settings(settings, concurrent)["time_limit"] == 11
+    assert runner.design_settings({"time_limit": 11}, blocking)["time_limit"] == 11  # no cap set: none applied
+
+
+def test_the_plan_counts_every_cell_of_every_repetition_and_the_ceiling() -> None:
+    designs = [CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")]
+    settings = {"concurrency": [1, 10], "repeat": 3, "time_limit": 11, "time_limit_blocking": 4}
+    planned = runner.plan_cells(settings, designs, with_ceiling=True)
+    overhead = runner.CELL_OVERHEAD_SECONDS
+    assert len(planned) == 2 + 3 * 2 * 2  # the ceiling's two levels, then repetitions x designs x levels
+    assert planned.count(4 + overhead) == 3 * 2  # the blocking design's cells, under its own limit
+    assert planned.count(11 + overhead) == 2 + 3 * 2
+
+
+def test_the_plan_of_the_whole_catalogue_uses_five_repetitions_in_full_and_one_in_quick() -> None:
+    for scenario in CATALOGUE.scenarios.values():
+        full, quick = runner.scenario_settings(scenario, quick=False), runner.scenario_settings(scenario, quick=True)
+        assert quick["repeat"] == 1, scenario.id
+        # The timeline is a picture of one run, not a statistic; every other cell is repeated five times.
+        assert full["repeat"] == (1 if scenario.id == "timeline" else 5), scenario.id
+
+
+def test_progress_scales_the_estimate_by_how_the_finished_cells_compared(capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([100.0, 100.0, 120.0])  # start; first step at once; second step 20 s later
+    monkeypatch.setattr(runner.time, "monotonic", lambda: next(clock))
+    progress = runner.Progress([10.0, 10.0, 10.0])
+    progress.step("first")
+    progress.step("second")  # one cell of 10 s estimated took 20 s: the two left will take about 40 s
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[1/3] first") and "about 0:30 left" in lines[0]
+    assert lines[1].startswith("[2/3] second") and "elapsed 0:20" in lines[1] and "about 0:40 left" in lines[1]
+    progress.skip(5)  # skipping past the end cannot count more cells than planned
+    assert progress.done == 3
+
+
+@pytest.mark.skipif(shutil.which("taskset") is None, reason="needs taskset (util-linux)")
+def test_an_open_loop_rate_sweep_records_one_run_per_rate(tmp_path: Path) -> None:
+    result = subprocess.run([*BENCH, "run", "--scenario", "open-loop", "--quick", "--design", "asyncio-streams",
+                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "[1/2] open-loop: asyncio-streams rate=20" in result.stderr
+    assert "[2/2] open-loop: asyncio-streams rate=160" in result.stderr
+    record = json.loads((tmp_path / "open-loop.json").read_text())
+    runs = record["designs"][0]["runs"]
+    assert [(run["rate"], run["requests_requested"], run["concurrency"]) for run in runs] == [(20, 40, 1000),
+                                                                                           (160, 320, 1000)]
+    assert all(run["mode"] == "open" and run["failed"] == 0 for run in runs)
+    assert [run["complete"] for run in runs] == [40, 320]
+
+
+def test_one_plan_spans_every_scenario_of_a_run() -> None:
+    from_scratch, sweep = CATALOGUE.scenario("from-scratch"), CATALOGUE.scenario("sweep-io")
+    progress = runner.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
+    quick_sweep_levels = len(sweep.settings(quick=True)["concurrency"])
+    assert len(progress.planned) == len(from_scratch.designs) + quick_sweep_levels
