@@ -1,4 +1,5 @@
-"""SVG plots rendered from records: throughput, latency and memory against concurrency, and timelines.
+"""SVG plots rendered from records: throughput, latency and memory against concurrency, latency against
+offered rate (open-loop rate sweeps), and timelines.
 
 Plots are part of rendering: they read records only, and are written to
 docs/plots/ (a folder the site serves). Output is made deterministic (fixed SVG
@@ -14,8 +15,11 @@ from typing import Any
 
 import matplotlib
 
+from harness.cells import is_rate_sweep
+
 matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 matplotlib.rcParams.update({"svg.hashsalt": "many-clients", "svg.fonttype": "path", "font.size": 10,
                             "axes.spines.top": False, "axes.spines.right": False})
@@ -29,13 +33,13 @@ def _to_svg(figure: Any) -> str:
     return buffer.getvalue()
 
 
-def _series(design: dict[str, Any], pick) -> tuple[list[int], list[float]]:
-    """(concurrency levels, median of `pick(run)` per level) over a design's successful runs."""
-    by_level: dict[int, list[float]] = {}
+def _series(design: dict[str, Any], pick, level: str = "concurrency") -> tuple[list[float], list[float]]:
+    """(levels, median of `pick(run)` per level) over a design's successful runs; `run[level]` is the level."""
+    by_level: dict[float, list[float]] = {}
     for run in design["runs"]:
         value = pick(run) if run.get("error") is None else None
         if value is not None:
-            by_level.setdefault(run["concurrency"], []).append(value)
+            by_level.setdefault(run[level], []).append(value)
     levels = sorted(by_level)
     return levels, [statistics.median(by_level[level]) for level in levels]
 
@@ -73,6 +77,36 @@ def memory_plot(record: dict[str, Any]) -> str:
                       f"{record['scenario']['id']}: memory against open connections")
 
 
+def open_loop_latency_figure(record: dict[str, Any]) -> Any:
+    """p50 and p99 latency (from the scheduled start) against offered rate, one line per design."""
+    figure, panels = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
+    rates = sorted(record["settings"]["rate"])
+    for panel, statistic in zip(panels, ("p50", "p99")):
+        for design in record["designs"]:
+            levels, values = _series(design, lambda run: (run.get("latency_ms") or {}).get(statistic), "rate")
+            if levels:
+                panel.plot(levels, values, marker="o", markersize=3, label=design["name"])
+        # The floor: no request can be answered faster than the simulated call it waits for.
+        panel.axhline(record["settings"]["delay"] * 1000, color="#9e9e9e", linestyle=":", linewidth=1,
+                      label="simulated call")
+        panel.set_xscale("log")
+        panel.set_yscale("log")
+        panel.set_xticks(rates, [f"{rate:g}" for rate in rates])
+        panel.xaxis.set_minor_locator(ticker.NullLocator())  # only the offered rates are ticked
+        panel.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:,g}"))
+        panel.set_xlabel("offered rate, requests/s (log scale)")
+        panel.set_title(f"{statistic} latency", loc="left")
+        panel.grid(True, which="major", alpha=0.3)
+    panels[0].set_ylabel("latency from the scheduled start, ms (log scale)")
+    figure.suptitle(f"{record['scenario']['id']}: latency against offered rate", x=0.02, ha="left")
+    panels[1].legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return figure
+
+
+def open_loop_latency_plot(record: dict[str, Any]) -> str:
+    return _to_svg(open_loop_latency_figure(record))
+
+
 def timeline_plot(design: dict[str, Any], title: str) -> str | None:
     """Each request of the first repetition as a bar from its start to its end: who waits for whom."""
     timeline = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
@@ -106,6 +140,8 @@ def scenario_plots(record: dict[str, Any]) -> dict[str, str]:
         plots[f"{scenario_id}-throughput.svg"] = throughput_plot(record)
         plots[f"{scenario_id}-latency.svg"] = latency_plot(record)
         plots[f"{scenario_id}-memory.svg"] = memory_plot(record)
+    if is_rate_sweep(record):
+        plots[f"{scenario_id}-open-loop-latency.svg"] = open_loop_latency_plot(record)
     for design in record["designs"]:
         svg = timeline_plot(design, f"{design['name']}: {record['settings']['concurrency'][0]} clients, "
                                     f"{record['settings']['delay']:g} s call")

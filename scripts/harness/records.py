@@ -37,10 +37,18 @@ def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
     return results_dir / f"{scenario_id}.json"
 
 
+def rerun_dir(results_dir: Path = RESULTS_DIR) -> Path:
+    """Where a second complete run of every scenario goes, to be compared with the first (same format)."""
+    return results_dir / "rerun"
+
+
 def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
-    """Every scenario's record in a results directory, by scenario id."""
+    """Every scenario's record in a results directory, by scenario id; none if the directory is missing.
+
+    Only the directory's own *.json files: the second run in results/rerun/ is not a scenario of results/.
+    """
     records = {}
-    for path in sorted(results_dir.glob("*.json")):
+    for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")

@@ -1,0 +1,257 @@
+"""Rendering beyond the scenario tables: memory per connection, open-loop rate sweeps, two runs compared.
+
+The records are frozen copies in tests/fixtures/render/ (results/ is refreshed by
+every benchmark run, so exact numbers cannot be asserted against it):
+sweep-io.json is results/sweep-io.json cut to three designs and three levels,
+open-loop-rates.json is results/open-loop.json with `rate` made a list and
+invented per-rate values, and the others are unmodified copies.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import memory, plots, render, repeatability
+from harness.catalogue import REPO_ROOT
+from harness.cells import cells_by_level, level_key
+from harness.records import load_records, rerun_dir
+
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def write_record(directory: Path, record: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{record['scenario']['id']}.json").write_text(json.dumps(record), encoding="utf-8")
+
+
+def least_squares_slope(xs: list[float], ys: list[float]) -> float:
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+            / sum((x - mean_x) ** 2 for x in xs))
+
+
+# Memory per open connection
+
+def test_memory_per_connection_is_the_slope_of_median_peak_rss_against_connections() -> None:
+    lines = {line.design["name"]: line for line in memory.memory_lines(fixture("sweep-io"), [])}
+    threads = lines["thread-per-connection"]
+    # Peak RSS of the three repetitions: c=1 13.9 ×3, c=100 16.1 ×3, c=1000 22.4, 22.3, 23.0 MiB.
+    assert threads.points == [(1, 13.9, "sweep-io"), (100, 16.1, "sweep-io"), (1000, 22.4, "sweep-io")]
+    expected = least_squares_slope([1, 100, 1000], [13.9 * 1024, 16.1 * 1024, 22.4 * 1024])
+    assert threads.kib_per_connection == pytest.approx(expected) == pytest.approx(8.100, abs=0.001)
+    assert lines["prefork"].kib_per_connection == pytest.approx(1.484, abs=0.001)
+    assert lines["epoll-loop"].kib_per_connection == pytest.approx(1.193, abs=0.001)
+    assert (threads.processes, lines["prefork"].processes) == (1, 9)
+
+
+def test_the_memory_table_shows_slope_rss_at_both_ends_processes_and_levels() -> None:
+    page = memory.memory_page({"sweep-io": fixture("sweep-io")})
+    assert ("| A thread per connection (`thread-per-connection`) | **8.1** | 13.9 (c=1) | 22.4 (c=1,000) | 1 | "
+            "1, 100, 1,000 |") in page
+    assert "| **1.5** | 103.5 (c=1) | 105.9 (c=1,000) | 9 |" in page
+    assert "`prefork` run as several processes (at most 9)" in page
+    assert "each answer closes its connection" in page  # keep-alive is off in this record
+    assert "Raw record: `results/sweep-io.json`" in page
+
+
+def test_a_one_level_record_joins_the_sweep_only_when_measured_alike() -> None:
+    sweep, ten_thousand = fixture("sweep-io"), fixture("sweep-10k")
+
+    page = memory.memory_page({"sweep-io": sweep, "sweep-10k": ten_thousand})  # as committed: other commit
+    assert "`sweep-10k` (c=10,000) is not combined: measured at commit `cdd9b90ef3`" in page
+    assert "| **1.2** | 14.0 (c=1) | 15.2 (c=1,000) | 1 | 1, 100, 1,000 |" in page
+
+    ten_thousand["environment"]["commit"] = sweep["environment"]["commit"]
+    joined = memory.memory_page({"sweep-io": sweep, "sweep-10k": ten_thousand})
+    assert "`sweep-10k` (c=10,000) is combined for `epoll-loop`:" in joined
+    expected = least_squares_slope([1, 100, 1000, 10000], [value * 1024 for value in (14.0, 14.2, 15.2, 21.6)])
+    assert f"| **{expected:.1f}** | 14.0 (c=1) | 21.6 (c=10,000) | 1 | 1, 100, 1,000 + 10,000 (`sweep-10k`) |" in joined
+    assert "| **8.1** | 13.9 (c=1) | 22.4 (c=1,000) |" in joined  # a design sweep-10k lacks is unchanged
+
+    ten_thousand["settings"]["delay"] = 0
+    assert "is not combined: a 0 s call there, 0.1 s here" in memory.memory_page(
+        {"sweep-io": sweep, "sweep-10k": ten_thousand})
+
+
+def test_records_without_two_levels_make_no_memory_table() -> None:
+    records = {"sweep-10k": fixture("sweep-10k"), "open-loop": fixture("open-loop-rates")}
+    assert not memory.is_sweep(records["open-loop"])  # four offered rates, one concurrency
+    assert memory.memory_page(records).startswith("*Not measured yet")
+
+
+# Open-loop rate sweeps
+
+def test_a_rate_sweep_groups_cells_by_offered_rate() -> None:
+    record = fixture("open-loop-rates")
+    prefork = record["designs"][0]
+    cells = cells_by_level(prefork["runs"], level_key(record))
+    assert sorted(cells) == [20, 40, 80, 160]
+    assert [run["requests_per_second"] for run in cells[160]] == [79.5, 79.7]
+
+    record["settings"]["rate"] = 80  # one rate: cells are by concurrency again, as for the committed records
+    assert list(cells_by_level(prefork["runs"], level_key(record))) == [1000]
+
+
+def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
+    table = render.scenario_table(fixture("open-loop-rates"))
+    assert table.startswith("| Design | Model | Offered rate (req/s) | Requests/s, median (min–max) |")
+    assert ("| Pre-forked worker processes sharing one socket (`prefork`) | pre-fork, sequential workers | 160 | "
+            "**79.6** (79.5–79.7) | 1,040 / 1,545 / 2,050 / 2,070 | 0 | 320 of 320 |") in table
+    assert "| A thread per connection (`thread-per-connection`) | threads | 20 | **19.8** (19.7–19.9) |" in table
+    assert len([line for line in table.splitlines() if line.startswith("| ") and "(`" in line]) == 3 * 4
+    assert "in open loop at 20, 40, 80, 160 requests/s offered, at most 1,000 in flight" in table
+    assert "2 s of scheduled requests per rate" in table
+
+
+def test_one_offered_rate_renders_as_before() -> None:
+    record = fixture("open-loop-rates")
+    record["settings"]["rate"] = 80
+    table = render.scenario_table(record)
+    assert table.startswith("| Design | Model | Requests/s, median (min–max) |")
+    assert "at concurrency 1000" in table and "requests/s offered" not in table
+    assert "open-loop-open-loop-latency.svg" not in plots.scenario_plots(record)
+
+
+def test_the_open_loop_plot_draws_p50_and_p99_against_offered_rate() -> None:
+    record = fixture("open-loop-rates")
+    figure = plots.open_loop_latency_figure(record)
+    try:
+        p50, p99 = figure.axes
+        assert [axes.get_title(loc="left") for axes in (p50, p99)] == ["p50 latency", "p99 latency"]
+        for axes in (p50, p99):
+            assert (axes.get_xscale(), axes.get_yscale()) == ("log", "log")
+            assert axes.get_xlabel() == "offered rate, requests/s (log scale)"
+        assert p50.get_ylabel() == "latency from the scheduled start, ms (log scale)"
+        lines = {line.get_label(): line for line in p99.get_lines()}
+        assert list(lines["prefork"].get_xdata()) == [20, 40, 80, 160]
+        # Medians of the two repetitions' p99: (104+106)/2, (108+110)/2, (137+141)/2, (2010+2090)/2.
+        assert list(lines["prefork"].get_ydata()) == [105, 109, 139, 2050]
+        assert list(lines["simulated call"].get_ydata()) == [100, 100]
+        legend = [text.get_text() for text in p99.get_legend().get_texts()]
+        assert legend == ["prefork", "thread-per-connection", "asyncio-streams", "simulated call"]
+    finally:
+        plots.plt.close(figure)
+
+
+def test_the_open_loop_plot_is_deterministic_and_rendered_with_the_others() -> None:
+    record = fixture("open-loop-rates")
+    made = plots.scenario_plots(record)
+    assert "open-loop-open-loop-latency.svg" in made
+    assert made["open-loop-open-loop-latency.svg"] == plots.open_loop_latency_plot(record)
+    assert "<dc:date>" not in made["open-loop-open-loop-latency.svg"]
+
+
+# Two runs compared
+
+def scaled(record: dict[str, Any], design_name: str, factor: float) -> None:
+    """Multiply one design's requests/s in every run by `factor` (so its median too)."""
+    design = next(design for design in record["designs"] if design["name"] == design_name)
+    for run in design["runs"]:
+        run["requests_per_second"] *= factor
+
+
+@pytest.fixture
+def two_runs(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """results/ with two records; results/rerun/ with a perturbed second run of both."""
+    results = tmp_path / "results"
+    for name in ("concurrency-models", "async-101"):
+        write_record(results, fixture(name))
+    second = fixture("concurrency-models")
+    second["started_utc"], second["finished_utc"] = "2026-11-22T14:31:37Z", "2026-11-22T14:36:00Z"
+    scaled(second, "prefork", 1.25)  # outside 10%
+    scaled(second, "thread-pool-queue", 1.05)  # inside
+    scaled(second, "epoll-loop", 1.5)  # tool-bound: shown, not counted
+    other_machine = fixture("async-101")
+    other_machine["environment"]["cpu_count"] = 4
+    for record in (second, other_machine):
+        write_record(rerun_dir(results), record)
+    return results, second, other_machine
+
+
+def test_the_second_run_in_results_rerun_is_not_a_scenario(two_runs: tuple[Path, Any, Any]) -> None:
+    results, _, _ = two_runs
+    assert sorted(load_records(results)) == ["async-101", "concurrency-models"]
+    assert load_records(results)["concurrency-models"]["started_utc"] == "2026-11-22T12:31:37Z"  # run A's
+    assert load_records(results / "no-such-directory") == {}
+
+
+def test_cells_are_compared_by_relative_difference_and_tool_bound_ones_left_out(
+        two_runs: tuple[Path, Any, Any]) -> None:
+    _, second, _ = two_runs
+    cells = {cell.design: cell for cell in repeatability.compare_cells(fixture("concurrency-models"), second)}
+    assert list(cells) == ["sequential-sockets", "prefork", "thread-pool-queue", "epoll-loop"]
+    first_prefork = statistics.median(run["requests_per_second"]
+                                      for run in fixture("concurrency-models")["designs"][1]["runs"])
+    assert cells["prefork"].first == pytest.approx(first_prefork)
+    assert cells["prefork"].second == pytest.approx(first_prefork * 1.25)
+    assert cells["prefork"].difference == pytest.approx(0.25)
+    assert cells["sequential-sockets"].difference == 0 and cells["sequential-sockets"].agrees
+    assert cells["thread-pool-queue"].difference == pytest.approx(0.05) and cells["thread-pool-queue"].agrees
+    assert cells["epoll-loop"].tool_bound_in == ["A", "B"] and not cells["epoll-loop"].compared
+    assert repeatability.summary(list(cells.values())) == "3 cells compared (not tool-bound), 2 within 10%"
+
+
+def test_the_repeatability_page_counts_lists_and_refuses_what_it_cannot_compare(
+        two_runs: tuple[Path, Any, Any]) -> None:
+    results, _, _ = two_runs
+    page = repeatability.repeatability_page(load_records(results), load_records(rerun_dir(results)))
+    assert page.startswith("**Overall: 3 cells compared (not tool-bound), 2 within 10%.**")
+    assert ("| `concurrency-models` | `dbf8699fc4`, 2026-11-22T12:31:37Z – 12:36:00Z, full | "
+            "`dbf8699fc4`, 2026-11-22T14:31:37Z – 14:36:00Z, full | 3 cells compared (not tool-bound), "
+            "2 within 10% |") in page
+    assert "not compared: different machines: AMD EPYC, 2 CPUs and AMD EPYC, 4 CPUs" in page
+    assert "- `prefork` at c=8: 9,843 then 12,304 req/s (25.0% apart)" in page
+    assert "| `prefork` | 8 | 9,843 | 12,304 | 25.0% | ⚠ outside 10% |" in page
+    assert "| `epoll-loop` | 8 | 14,723 | 22,085 | 50.0% | tool-bound in A and B: not counted |" in page
+
+
+def test_a_quick_or_failed_second_run_is_said_so() -> None:
+    first, second = fixture("concurrency-models"), fixture("concurrency-models")
+    second["mode"] = "quick"
+    assert repeatability.not_comparable(first, second) == ["run B is a quick run"]
+
+    second = fixture("concurrency-models")
+    second["designs"][1].update(status="failed", problems=["server did not start"], runs=[])
+    cells = {cell.design: cell for cell in repeatability.compare_cells(first, second)}
+    assert cells["prefork"].second is None and not cells["prefork"].compared
+    assert "| `prefork` | 8 | 9,843 | – | – | not measured in B (failed) |" in repeatability.cell_table(
+        first, list(cells.values()))
+
+
+def test_without_a_second_run_the_page_says_so(tmp_path: Path) -> None:
+    write_record(tmp_path / "results", fixture("async-101"))
+    files = render.expected_files(tmp_path / "results", tmp_path / "generated")
+    page = files[tmp_path / "generated" / "repeatability.md"]
+    assert "Not measured yet: no second run is recorded in `results/rerun/`" in page
+
+
+def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) -> None:
+    results, generated = tmp_path / "results", tmp_path / "generated"
+    for name in ("sweep-io", "open-loop-rates"):
+        write_record(results, fixture(name))
+    written = render.write_all(results, generated)
+    assert generated / "memory-per-connection.md" in written
+    assert tmp_path / "generated-plots" / "open-loop-open-loop-latency.svg" in written
+    assert render.stale_files(results, generated) == []
+
+    write_record(rerun_dir(results), fixture("sweep-io"))
+    assert render.stale_files(results, generated) == [f"stale: {generated / 'repeatability.md'}"]
+    render.write_all(results, generated)
+    # The same record twice: every cell (3 designs × 3 levels) agrees exactly.
+    assert "9 cells compared (not tool-bound), 9 within 10%" in (generated / "repeatability.md").read_text()
+
+    grown = fixture("sweep-io")
+    for run in grown["designs"][0]["runs"][2:6:3]:  # two of the three repetitions at c=1000: the median moves
+        run["server_resources"]["peak_rss_mib"] = 40.0
+    write_record(results, grown)
+    assert render.stale_files(results, generated) == [f"stale: {generated / 'memory-per-connection.md'}",
+                                                      f"stale: {tmp_path / 'generated-plots' / 'sweep-io-memory.svg'}"]
