@@ -255,3 +255,11 @@ def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) 
     write_record(results, grown)
     assert render.stale_files(results, generated) == [f"stale: {generated / 'memory-per-connection.md'}",
                                                       f"stale: {tmp_path / 'generated-plots' / 'sweep-io-memory.svg'}"]
+
+
+def test_the_environment_table_says_how_long_each_scenario_and_the_whole_run_took() -> None:
+    records = {name: fixture(name) for name in ("async-101", "concurrency-models")}
+    table = render.environment_table(records)
+    # async-101 ran 12:30:41 to 12:31:37 (56 s); concurrency-models 12:31:37 to 12:36:00 (4 min 23 s).
+    assert "| 56 s |" in table and "| 4 min 23 s |" in table
+    assert "took 5 min 19 s in all" in table

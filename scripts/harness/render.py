@@ -13,6 +13,7 @@ missing, or should no longer exist: a page can never show a stale number.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -238,10 +239,22 @@ def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
     return table_head(record, with_name=False) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
 
 
+def wall_seconds(record: dict[str, Any]) -> float:
+    """How long the scenario's run took, from its UTC start and end."""
+    started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
+                         for key in ("started_utc", "finished_utc"))
+    return (finished - started).total_seconds()
+
+
+def format_duration(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
+
+
 def environment_table(records: dict[str, dict[str, Any]]) -> str:
-    """One row per results file: where and how its numbers were made."""
-    lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) |",
-             "|---|---|---|---|---|---|---|---|"]
+    """One row per results file: where and how its numbers were made, and how long that took."""
+    lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) | Took |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for scenario_id, record in records.items():
         environment = record["environment"]
         pinning = environment["pinning"]
@@ -252,7 +265,11 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
             f"| `{scenario_id}` | {record['mode']}, {record['settings']['repeat']}× | {environment['cpu_model']}, "
             f"{environment['cpu_count']} CPUs, {environment['memory_gib']} GiB, {environment['runner']} | {pinned} | "
             f"{environment['kernel']} / {environment['python']} | {', '.join(environment['tools'].values())} | "
-            f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} |")
+            f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} | "
+            f"{format_duration(wall_seconds(record))} |")
+    total = sum(wall_seconds(record) for record in records.values())
+    lines.append("")
+    lines.append(f"Measuring every scenario above took {format_duration(total)} in all (the sum of their run times).")
     return "\n".join(lines) + "\n"
 
 
