@@ -3,13 +3,14 @@
 
     python scripts/bench.py list [--json]
     python scripts/bench.py scenarios [--json]
-    python scripts/bench.py serve NAME [--port P] [--delay S]
-    python scripts/bench.py check NAME
+    python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
+    python scripts/bench.py check NAME [--work N]
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py render [--check]
 
 Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
-(unknown design or scenario, busy port, missing tool); 130 interrupted.
+(unknown design or scenario, busy port, missing tool, --work for a design
+without it); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+WORK_HELP = "iterations of simulated CPU work per request (designs with supports_work only)"
 
 
 def command_list(catalogue: Catalogue, args: argparse.Namespace) -> int:
@@ -54,7 +56,8 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    command = runner.server_command(design, args.port, args.delay, runner.LOG_DIR / "serve" / design.name)
+    command = runner.server_command(design, args.port, args.delay, runner.LOG_DIR / "serve" / design.name,
+                                    work=args.work)
     print("$ " + " ".join(command), file=sys.stderr, flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
     try:
@@ -69,7 +72,7 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     design = catalogue.design(args.name)
     port = processes.free_port()
     workdir = runner.LOG_DIR / "check" / design.name
-    command = runner.server_command(design, port, args.delay, workdir)
+    command = runner.server_command(design, port, args.delay, workdir, work=args.work)
     with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
         problems = runner.VERIFIERS[design.kind](server.host, server.port)
         if design.kind in runner.HTTP_KINDS:
@@ -131,10 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("name")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--delay", type=float, default=0.1)
+    serve.add_argument("--work", type=int, default=0, help=WORK_HELP)
     serve.set_defaults(handler=command_serve)
     check = commands.add_parser("check", help="start a design, verify its answer, stop it")
     check.add_argument("name")
     check.add_argument("--delay", type=float, default=0.0)
+    check.add_argument("--work", type=int, default=0, help=WORK_HELP)
     check.set_defaults(handler=command_check)
     run = commands.add_parser("run", help="measure designs under a scenario")
     run.add_argument("--scenario", help="one scenario id (default: every scenario)")
@@ -161,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.handler(load_catalogue(args.catalogue), args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -8,12 +8,14 @@ inside the loop, so waiting costs neither a thread nor the loop's attention.
 Grows from: selectors_timer.py (the same event loop, run by asyncio, and the
 timer without a thread).
 
-Run:   python servers/asyncio_streams.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/asyncio_streams.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: one thread for everything, so any call that blocks
 (time.sleep, a blocking database driver) would freeze every connection, as in
 selectors_blocking_sleep.py; asyncio_executor.py shows the way out for those.
+Computing blocks too: with --work, a request computes on the loop's thread,
+and every other connection waits until it is done.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent clients (CLIENT_TIMEOUT for the
 whole head, and again for sending), and clients that send more than we read (we half-close and drain
@@ -29,6 +31,7 @@ import signal
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -111,7 +114,13 @@ async def close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamW
             pass  # a reset while closing: nothing left to protect
 
 
-async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
+                         cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         try:
@@ -120,6 +129,7 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
             if method != "GET":
                 raise RequestError(405)
             await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -134,7 +144,7 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     await close_gracefully(reader, writer)
 
 
-async def serve_forever(host: str, port: int, delay: float) -> None:
+async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
     """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
@@ -146,7 +156,7 @@ async def serve_forever(host: str, port: int, delay: float) -> None:
     handlers: set[asyncio.Task[None]] = set()
 
     def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.create_task(handle_request(reader, writer, delay))
+        handler = asyncio.create_task(handle_request(reader, writer, delay, cpu_work))
         handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
         handler.add_done_callback(handlers.discard)
 
@@ -169,9 +179,10 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
-    asyncio.run(serve_forever(args.host, args.port, args.delay))
+    asyncio.run(serve_forever(args.host, args.port, args.delay, args.work))
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -9,12 +9,13 @@ serves nobody: it only supervises, restarting a worker that dies, and on
 SIGINT/SIGTERM it stops them all.
 Grows from: sequential_sockets.py (the same accept loop, run in several processes).
 
-Run:   python servers/prefork.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--workers N]
+Run:   python servers/prefork.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0] [--workers N]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: N requests at a time, no more: client N+1 waits in
 the listen backlog until a worker is free, as with the sequential server. Every
 worker is a whole process, with its own memory. POSIX only (os.fork).
+With --work, workers compute in parallel, but no more of them than there are CPUs.
 A worker that dies is restarted, but at most as many times a minute as there
 are workers: a worker that crashes at once, again and again, would otherwise
 be forked forever; past the limit the parent stops everything and exits 1.
@@ -37,6 +38,7 @@ import traceback
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -123,7 +125,12 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         conn.settimeout(CLIENT_TIMEOUT)
@@ -132,6 +139,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: only this worker waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -142,7 +150,8 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         close_gracefully(conn)
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], parent: int) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  parent: int) -> None:
     """In a worker: accept and answer connections one by one until asked to stop."""
     listener.settimeout(POLL_INTERVAL)
     while not stopping and os.getppid() == parent:  # a new parent id means ours died: stop too
@@ -150,10 +159,10 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], p
             conn, _ = listener.accept()  # every idle worker waits here; the kernel wakes one per client
         except TimeoutError:
             continue
-        handle_request(conn, delay)  # this worker's next client waits; the other workers do not
+        handle_request(conn, delay, cpu_work)  # this worker's next client waits; the other workers do not
 
 
-def start_worker(listener: socket.socket, delay: float) -> int:
+def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
     """Fork one worker; return its process id (in the parent)."""
     parent = os.getpid()
     # Hold SIGINT/SIGTERM back across the fork: a stop signal that reached the
@@ -174,7 +183,7 @@ def start_worker(listener: socket.socket, delay: float) -> int:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held back arrives now, at our handler
     exit_code = 1
     try:
-        serve_forever(listener, delay, stopping, parent)
+        serve_forever(listener, delay, cpu_work, stopping, parent)
         exit_code = 0
     except Exception:
         traceback.print_exc()  # os._exit below would otherwise swallow it; the parent restarts us
@@ -218,9 +227,9 @@ def stop_workers(workers: set[int]) -> None:
     workers.clear()
 
 
-def supervise(listener: socket.socket, delay: float, count: int, stopping: list[bool]) -> int:
+def supervise(listener: socket.socket, delay: float, cpu_work: int, count: int, stopping: list[bool]) -> int:
     """In the parent: keep `count` workers running until asked to stop; return the exit code."""
-    workers = {start_worker(listener, delay) for _ in range(count)}
+    workers = {start_worker(listener, delay, cpu_work) for _ in range(count)}
     restarts: list[float] = []  # when recent restarts happened
     exit_code = 0
     while not stopping:
@@ -236,7 +245,7 @@ def supervise(listener: socket.socket, delay: float, count: int, stopping: list[
                 exit_code = 1
                 break
             print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
-            workers.add(start_worker(listener, delay))
+            workers.add(start_worker(listener, delay, cpu_work))
     stop_workers(workers)
     return exit_code
 
@@ -246,6 +255,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes (default: one per CPU)")
     args = parser.parse_args()
 
@@ -261,7 +271,7 @@ def main() -> None:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s, {args.workers} workers); Ctrl-C stops",
               flush=True)  # flushed before fork: a buffered line would be printed once per worker
-        exit_code = supervise(listener, args.delay, args.workers, stopping)
+        exit_code = supervise(listener, args.delay, args.work, args.workers, stopping)
     # Every worker finished its request in flight (or ran out of grace) and was reaped.
     print("Stopped", flush=True)
     sys.exit(exit_code)

@@ -11,12 +11,13 @@ queue, as connections already accepted.
 Grows from: fork_per_connection.py (the processes are forked once, up front,
 and reused, instead of once per connection).
 
-Run:   python servers/process_pool.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--workers 16]
+Run:   python servers/process_pool.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0] [--workers 16]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: at most WORKERS requests at once; the rest queue.
 A worker that dies is not replaced. On stop, workers still busy after
-SHUTDOWN_GRACE are killed. Unix only: os.fork and SCM_RIGHTS.
+SHUTDOWN_GRACE are killed. Unix only: os.fork and SCM_RIGHTS. With --work,
+workers compute in parallel, but no more of them than there are CPUs.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent clients (timeout), clients that
 send more than we read (we half-close and drain instead of resetting), and a
@@ -36,6 +37,7 @@ from typing import NoReturn
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -122,7 +124,12 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         conn.settimeout(CLIENT_TIMEOUT)
@@ -131,6 +138,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: only this worker waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -141,22 +149,23 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         close_gracefully(conn)
 
 
-def work(jobs: socket.socket, delay: float) -> None:
+def work(jobs: socket.socket, delay: float, cpu_work: int) -> None:
     """In a worker: take connections from the queue and answer them, one by one, until it closes."""
     while True:
         _, fds, _, _ = socket.recv_fds(jobs, 1, 1)  # waits for a connection, or for the end of the queue
         if not fds:
             return  # the parent closed its end and the queue is empty: time to go
-        handle_request(socket.socket(fileno=fds[0]), delay)
+        handle_request(socket.socket(fileno=fds[0]), delay, cpu_work)
 
 
-def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.socket, delay: float) -> NoReturn:
+def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.socket, delay: float,
+               cpu_work: int) -> NoReturn:
     """Run in a forked worker: serve from the queue, then leave at once."""
     status = 1
     try:
         listener.close()  # only the parent accepts; a worker's copy would keep the port open after a stop
         parent_end.close()  # or the queue could never end: this copy would keep it open
-        work(jobs, delay)
+        work(jobs, delay, cpu_work)
         status = 0
     except BaseException:
         traceback.print_exc()  # a bug: say so, since os._exit skips the usual report
@@ -164,7 +173,8 @@ def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.
         os._exit(status)  # never return into the parent's code (see fork_per_connection.py)
 
 
-def start_workers(listener: socket.socket, count: int, delay: float) -> tuple[socket.socket, list[int]]:
+def start_workers(listener: socket.socket, count: int, delay: float,
+                  cpu_work: int) -> tuple[socket.socket, list[int]]:
     """Fork the pool; return the parent's end of the queue and the workers' pids."""
     # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
     # one reader, so the workers can share one end of the pair as a queue.
@@ -173,7 +183,7 @@ def start_workers(listener: socket.socket, count: int, delay: float) -> tuple[so
     for _ in range(count):
         pid = os.fork()
         if pid == 0:
-            run_worker(listener, parent_end, jobs, delay)  # never returns
+            run_worker(listener, parent_end, jobs, delay, cpu_work)  # never returns
         workers.append(pid)
     jobs.close()  # the parent only sends
     parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
@@ -211,9 +221,10 @@ def stop_workers(workers: list[int]) -> None:
         os.waitpid(pid, 0)
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], workers: int) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  workers: int) -> None:
     """Start the pool, then accept connections and queue them for it until asked to stop."""
-    queue, pids = start_workers(listener, workers, delay)
+    queue, pids = start_workers(listener, workers, delay, cpu_work)
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
         try:
@@ -231,6 +242,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--workers", type=int, default=WORKERS, help="processes in the pool")
     args = parser.parse_args()
 
@@ -245,7 +257,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping, args.workers)
+        serve_forever(listener, args.delay, args.work, stopping, args.workers)
     # The workers finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -4,11 +4,12 @@ The model: a single thread accepts a connection, reads the request, waits for
 the simulated database call, answers, closes, and only then accepts the next.
 Grows from: stdlib_http_server.py (the same loop, without the library).
 
-Run:   python servers/sequential_sockets.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/sequential_sockets.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: while one client waits out its delay, every other
 client waits in the listen backlog. That is the lesson of this design.
+With --work, each request also computes for a while after its delay.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent clients (timeout), and clients
 that send more than we read (we half-close and drain instead of resetting).
@@ -24,6 +25,7 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -105,7 +107,12 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         conn.settimeout(CLIENT_TIMEOUT)
@@ -114,6 +121,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: nothing else runs meanwhile
+            simulated_cpu_work(cpu_work)  # the simulated computation: nothing else runs meanwhile either
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -124,7 +132,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         close_gracefully(conn)
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Accept and answer connections one by one until asked to stop."""
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
@@ -132,7 +140,7 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -
             conn, _ = listener.accept()
         except TimeoutError:
             continue
-        handle_request(conn, delay)  # the next client waits until this returns
+        handle_request(conn, delay, cpu_work)  # the next client waits until this returns
 
 
 def main() -> None:
@@ -140,6 +148,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -153,7 +162,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     # The request in flight finished inside serve_forever; nothing else is pending.
     print("Stopped", flush=True)
 

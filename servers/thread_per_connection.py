@@ -5,12 +5,14 @@ that reads the request, waits for the simulated database call, answers and
 closes. While one thread sleeps, the others run and the main thread accepts.
 Grows from: sequential_sockets.py (the same handle_request, started in a thread).
 
-Run:   python servers/thread_per_connection.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/thread_per_connection.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: one thread, with its own stack, per client; nothing
 caps how many run at once, so a flood of slow clients means a flood of threads.
 On stop, threads still running after SHUTDOWN_GRACE are abandoned, not joined.
+Threads overlap waiting, not computing: with --work, the GIL lets one thread
+at a time run Python code, so requests that compute take turns.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent clients (timeout), and clients
 that send more than we read (we half-close and drain instead of resetting).
@@ -27,6 +29,7 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -109,7 +112,12 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         conn.settimeout(CLIENT_TIMEOUT)
@@ -118,6 +126,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: only this thread waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -128,7 +137,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         close_gracefully(conn)
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Accept connections and answer each in its own thread until asked to stop."""
     handlers: list[threading.Thread] = []  # only this thread touches the list: no lock needed
     listener.settimeout(POLL_INTERVAL)
@@ -139,7 +148,7 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -
             continue
         handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
         # daemon=True: a stuck client cannot keep the process alive past the grace period.
-        handler = threading.Thread(target=handle_request, args=(conn, delay), daemon=True)
+        handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work), daemon=True)
         try:
             handler.start()  # the accept loop goes straight back to accept()
         except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
@@ -157,6 +166,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -170,7 +180,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -3,18 +3,19 @@
 The model: thread_per_connection.py, except that threads are no longer
 started per connection. A concurrent.futures.ThreadPoolExecutor keeps up to
 THREADS threads; the main thread accepts and submits handle_request(conn,
-delay) to it. A free thread takes the task at once; when all are busy, the
-task waits in the executor's queue, its connection already accepted.
+delay, cpu_work) to it. A free thread takes the task at once; when all are
+busy, the task waits in the executor's queue, its connection already accepted.
 Grows from: thread_per_connection.py (Thread(...).start() becomes
 executor.submit(...)).
 
-Run:   python servers/thread_pool_executor.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--threads 16]
+Run:   python servers/thread_pool_executor.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0] [--threads 16]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: at most THREADS requests at once; the rest wait in
 an unbounded queue, so a flood of clients is a flood of accepted connections.
 On stop, requests still running after SHUTDOWN_GRACE have their connection
-cut, and the ones still queued are closed unanswered.
+cut, and the ones still queued are closed unanswered. Threads overlap waiting,
+not computing: with --work, the GIL lets one thread at a time run Python code.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent clients (timeout), and clients
 that send more than we read (we half-close and drain instead of resetting).
@@ -31,6 +32,7 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
@@ -117,7 +119,12 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
         conn.settimeout(CLIENT_TIMEOUT)
@@ -126,6 +133,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: only this thread waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
             response = build_response(200, BODY)
         except RequestError as error:
             response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
@@ -136,7 +144,8 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         close_gracefully(conn)
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], threads: int) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  threads: int) -> None:
     """Accept connections and hand each to the pool until asked to stop."""
     # (task, its connection) for every request not yet finished; only this thread touches the list.
     pending: list[tuple[concurrent.futures.Future[None], socket.socket]] = []
@@ -149,7 +158,7 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool], t
                 continue
             pending = [(task, client) for task, client in pending if not task.done()]  # forget finished ones
             # submit returns at once: a free thread runs the task, or it waits in the queue.
-            pending.append((executor.submit(handle_request, conn, delay), conn))
+            pending.append((executor.submit(handle_request, conn, delay, cpu_work), conn))
         listener.close()  # stop accepting: new clients are refused, not left in the backlog
         concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
         for task, conn in pending:
@@ -171,6 +180,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--threads", type=int, default=THREADS, help="threads in the pool")
     args = parser.parse_args()
 
@@ -185,7 +195,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping, args.threads)
+        serve_forever(listener, args.delay, args.work, stopping, args.threads)
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

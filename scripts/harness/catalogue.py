@@ -37,6 +37,7 @@ class Design:
     oversized_head_status: int = 431  # what a 70 KiB request head gets (real servers may differ)
     # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
     malformed_request_status: dict[str, int] = field(default_factory=dict)
+    supports_work: bool = False  # takes --work N (N iterations of pure-Python computation per request)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -59,6 +60,7 @@ class Design:
             "stop_signals": self.stop_signals,
             "oversized_head_status": self.oversized_head_status,
             "malformed_request_status": self.malformed_request_status,
+            "supports_work": self.supports_work,
             **self.extra,
         }
 
@@ -107,7 +109,8 @@ class Scenario:
 
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
-                  "config_template", "stop_signals", "oversized_head_status", "malformed_request_status"}
+                  "config_template", "stop_signals", "oversized_head_status", "malformed_request_status",
+                  "supports_work"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
@@ -172,6 +175,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
         for name in scenario.designs:
             if name not in designs:
                 raise UnknownNameError("design", name, sorted(designs))
+        asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
+        unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
+        if unable:  # caught here, not when the run reaches them
+            raise ValueError(f"{path}: scenario {scenario.id!r} sets work, but {', '.join(unable)} "
+                             "cannot do it (no supports_work = true)")
         if scenario.id in scenarios:
             raise ValueError(f"{path}: scenario {scenario.id!r} is listed twice")
         scenarios[scenario.id] = scenario

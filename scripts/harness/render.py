@@ -191,11 +191,21 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def cpu_list(cpus: str) -> str:
+    """'0' -> 'CPU 0'; '0,1' -> 'CPUs 0,1 (every CPU, shared with the load tool)'."""
+    return f"CPUs {cpus} (every CPU, shared with the load tool)" if "," in cpus else f"CPU {cpus}"
+
+
+def work_label(settings: dict[str, Any]) -> str:
+    """', 75,000 iterations of pure-Python work per request' when the scenario sets `work`."""
+    return f", {settings['work']:,} iterations of pure-Python work per request" if settings.get("work") else ""
+
+
 def caption(record: dict[str, Any]) -> str:
     """How the numbers were made, in one paragraph under each table."""
     settings, environment = record["settings"], record["environment"]
     pinning = environment["pinning"]
-    pinned = (f"server pinned to CPU {pinning['server_cpu']}, load tool to CPU {pinning['load_tool_cpu']} (taskset)"
+    pinned = (f"server pinned to {cpu_list(pinning['server_cpu'])}, load tool to CPU {pinning['load_tool_cpu']} (taskset)"
               if pinning["server_cpu"] is not None else "no CPU pinning")
     tools = ", ".join(environment["tools"].values())
     limit = f", stopping after {settings['time_limit']:g} s" if settings.get("time_limit") else ""
@@ -213,7 +223,7 @@ def caption(record: dict[str, Any]) -> str:
               if published else "")
     return (f"Median of {settings['repeat']} repetition(s) per design, min–max in brackets; "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
-            f"{settings['delay']:g} s simulated call, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
+            f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
             f"Linux {environment['kernel']}, Python {environment['python']}, {tools}; "
             f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
@@ -258,7 +268,7 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
     for scenario_id, record in records.items():
         environment = record["environment"]
         pinning = environment["pinning"]
-        pinned = (f"server CPU {pinning['server_cpu']}, tool CPU {pinning['load_tool_cpu']}"
+        pinned = (f"server {cpu_list(pinning['server_cpu'])}, tool CPU {pinning['load_tool_cpu']}"
                   if pinning["server_cpu"] is not None else "none")
         dirty = " (uncommitted changes)" if environment.get("dirty") else ""
         lines.append(

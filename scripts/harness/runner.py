@@ -260,8 +260,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     port = processes.free_port()
     log_dir = LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
-        with processes.running_server(server_command(design, port, settings["delay"], log_dir), port, log_dir,
-                                      cpu=pinning["server"], cwd=REPO_ROOT,
+        command = server_command(design, port, settings["delay"], log_dir, work=settings.get("work", 0))
+        with processes.running_server(command, port, log_dir, cpu=pinning["server"], cwd=REPO_ROOT,
                                       stop_signal=design.stop_signal) as server, \
                 contextlib.ExitStack() as front:
             target = server
@@ -309,7 +309,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     settings = scenario_settings(scenario, quick, repeat)
     designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
     tool = require_tool(scenario.tool)
-    pinning = processes.cpu_pinning()
+    pinning = processes.cpu_pinning(server_on_every_cpu=settings.get("server_cpus") == "all")
     environment = describe_machine(pinning, {tool.name: tool.version()})
     outcomes = {design.name: DesignOutcome(design) for design in designs}
     ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
@@ -317,7 +317,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     started = utc_now()
     if ceiling is not None:
         # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
-        measure_design_once(ceiling, scenario, {**settings, "delay": 0.0}, 0, tool, pinning, progress)
+        measure_design_once(ceiling, scenario, {**settings, "delay": 0.0, "work": 0}, 0, tool, pinning, progress)
     for repetition in range(settings["repeat"]):
         order = designs if repetition % 2 == 0 else list(reversed(designs))
         for design in order:

@@ -1,0 +1,210 @@
+"""--work: simulated CPU work per request, and what the GIL does to it.
+
+The designs whose catalogue entry says supports_work take `--work N` and run N
+iterations of pure-Python arithmetic in each request. Server CPU time is read
+from /proc for the whole process group (harness.resources.sample_group), so
+forked workers count too. The GIL claims compare wall time with one request's
+own time, and CPU time with wall time, with wide margins: they say which side
+of the line a design is on, on a busy 2-CPU machine too.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE
+from harness import probe, processes, runner
+from harness.catalogue import REPO_ROOT, Design, load_catalogue
+from harness.resources import CLOCK_TICKS, sample_group
+from test_behaviour import simultaneous_gets
+
+WORK_DESIGNS = [design for design in CATALOGUE.designs.values() if design.supports_work]
+SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False)["work"]  # about 5 ms a request
+HEAVY_WORK = 10 * SCENARIO_WORK  # about 50 ms: long enough that wall times are not noise
+ONE_TICK = 1 / CLOCK_TICKS  # /proc counts CPU time in ticks (10 ms on most kernels)
+PARALLEL_TRIES = 5
+
+
+@contextlib.contextmanager
+def started_with_work(design: Design, tmp_path: Path, work: int) -> Iterator[processes.RunningServer]:
+    """conftest.started, with --work: the design as the harness starts it; always stopped."""
+    port = processes.free_port()
+    workdir = tmp_path / f"{design.name}-work-{work}"
+    command = runner.server_command(design, port, 0.0, workdir, work=work)
+    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
+        yield server
+
+
+def group_cpu_seconds(server: processes.RunningServer) -> float:
+    """CPU time used so far by the server's whole process group (workers included)."""
+    return sample_group(server.process.pid).cpu_ticks / CLOCK_TICKS
+
+
+def cpu_for_requests(server: processes.RunningServer, count: int) -> float:
+    """Server CPU seconds spent answering `count` requests, one after another."""
+    probe.get(server.host, server.port)  # first-request costs (imports, a worker's first accept) are not counted
+    before = group_cpu_seconds(server)
+    for _ in range(count):
+        assert probe.get(server.host, server.port, timeout=30).status == 200
+    return group_cpu_seconds(server) - before
+
+
+def one_request_seconds(server: processes.RunningServer) -> float:
+    """Wall time of one request alone: the best of three, so a busy moment does not inflate it."""
+    timings = []
+    for _ in range(3):
+        started_at = time.monotonic()
+        assert probe.get(server.host, server.port, timeout=30).status == 200
+        timings.append(time.monotonic() - started_at)
+    return min(timings)
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+# --- the harness: --work only when asked, only for designs that take it ---------------------------------------
+
+
+def test_the_six_designs_of_the_cpu_bound_scenario_take_work() -> None:
+    assert {design.name for design in WORK_DESIGNS} == set(CATALOGUE.scenario("cpu-bound").designs)
+
+
+@pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)
+def test_server_command_adds_work_only_when_asked(design: Design, tmp_path: Path) -> None:
+    without = runner.server_command(design, 8000, 0.0, tmp_path)
+    assert "--work" not in without
+    assert runner.server_command(design, 8000, 0.0, tmp_path, work=0) == without
+    assert runner.server_command(design, 8000, 0.0, tmp_path, work=1234) == [*without, "--work", "1234"]
+
+
+def test_server_command_refuses_work_for_a_design_without_it(tmp_path: Path) -> None:
+    design = CATALOGUE.design("stdlib-http-server")
+    assert not design.supports_work
+    assert "--work" not in runner.server_command(design, 8000, 0.0, tmp_path / "none", work=0)  # none asked: fine
+    with pytest.raises(runner.UnsupportedWorkError, match="stdlib-http-server.*supports_work"):
+        runner.server_command(design, 8000, 0.0, tmp_path / "refused", work=5)
+    assert not (tmp_path / "refused").exists()  # refused before anything was written
+    with pytest.raises(runner.UnsupportedWorkError, match="0 or more"):
+        runner.server_command(CATALOGUE.design("prefork"), 8000, 0.0, tmp_path, work=-1)
+
+
+@pytest.mark.parametrize("command", [["check"], ["serve", "--port", "free"]], ids=["check", "serve"])
+def test_bench_refuses_work_for_a_design_without_it_as_bad_input(command: list[str]) -> None:
+    command = [str(processes.free_port()) if part == "free" else part for part in command]  # 8000 may be busy
+    result = subprocess.run([sys.executable, "scripts/bench.py", *command, "stdlib-http-server", "--work", "5"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "error: design 'stdlib-http-server' cannot simulate CPU work (--work 5)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_catalogue_refuses_a_scenario_with_work_for_a_design_without_it(tmp_path: Path) -> None:
+    (tmp_path / "designs.toml").write_text("""
+[[design]]
+name = "no-work"
+title = "t"
+kind = "http"
+file = "servers/stdlib_http_server.py"
+page = "designs/stdlib-http-server.md"
+model = "m"
+concurrent = false
+reproduces = []
+
+[[scenario]]
+id = "s"
+title = "t"
+tool = "wrk"
+requests = 0
+concurrency = [1]
+time_limit = 1
+delay = 0
+repeat = 1
+designs = ["no-work"]
+
+[scenario.quick]
+work = 10
+""", encoding="utf-8")
+    with pytest.raises(ValueError, match="scenario 's' sets work, but no-work cannot do it"):
+        load_catalogue(tmp_path)
+
+
+def test_every_server_that_takes_work_repeats_the_same_helper() -> None:
+    """Rule 2 of STYLE.md: the same constant and the same helper, word for word, in every file."""
+    helpers = set()
+    for design in WORK_DESIGNS:
+        tree = ast.parse((REPO_ROOT / design.file).read_text(encoding="utf-8"))
+        constants = {target.id for node in tree.body if isinstance(node, ast.Assign)
+                     for target in node.targets if isinstance(target, ast.Name)}
+        assert "WORK" in constants, design.file
+        helper = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "simulated_cpu_work"]
+        assert len(helper) == 1, design.file
+        helpers.add(ast.unparse(helper[0]))
+    assert len(helpers) == 1, "simulated_cpu_work differs between the server files"
+
+
+# --- the servers: work costs CPU, and the GIL decides who computes at once ------------------------------------
+
+
+@pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)
+def test_work_costs_the_server_measurably_more_cpu(design: Design, tmp_path: Path) -> None:
+    """Twenty requests with work use at least 3x the CPU of twenty without."""
+    # /proc rounds each process's CPU time down to whole ticks. Spread over a pool of
+    # up to 16 workers, 5 ms requests could lose most of their time to that; 20 ms ones cannot.
+    work = 4 * SCENARIO_WORK
+    with started_with_work(design, tmp_path, 0) as server:
+        idle = cpu_for_requests(server, 20)
+    with started_with_work(design, tmp_path, work) as server:
+        busy = cpu_for_requests(server, 20)
+    # One tick is the resolution of /proc: twenty requests without work may well measure 0.
+    assert busy >= 3 * max(idle, ONE_TICK), f"{design.name}: {busy:.3f} s with work, {idle:.3f} s without"
+
+
+@pytest.mark.parametrize("name", ["thread-per-connection", "thread-pool-executor", "asyncio-streams"])
+def test_threads_and_the_event_loop_compute_one_request_at_a_time(name: str, tmp_path: Path) -> None:
+    """Four simultaneous ~50 ms computations: about 4x one alone, and never more than one CPU busy.
+
+    Threads take turns holding the GIL; the event loop has only one thread. Either way
+    the four computations queue. A busy machine only makes both bounds easier to meet.
+    """
+    with started_with_work(CATALOGUE.design(name), tmp_path, HEAVY_WORK) as server:
+        alone = one_request_seconds(server)
+        before = group_cpu_seconds(server)
+        elapsed, statuses = simultaneous_gets(server.host, server.port, 4)
+        cpu = group_cpu_seconds(server) - before
+    assert statuses == [200] * 4
+    assert elapsed >= 2.5 * alone, f"{name}: four took {elapsed:.3f} s, one alone {alone:.3f} s"
+    assert cpu / elapsed < 1.3, f"{name}: {cpu:.2f} s of CPU in {elapsed:.2f} s: more than one CPU at once"
+
+
+@pytest.mark.parametrize("name", ["prefork", "process-pool"])
+def test_processes_compute_on_two_cpus_at_once(name: str, tmp_path: Path) -> None:
+    """Two simultaneous ~100 ms computations in two workers keep two CPUs busy at once.
+
+    Measured as server CPU time over wall time (about 2 here; threads never pass 1). Other
+    load on the machine can hide the parallelism but never fake it, so the best of a few
+    tries, spread over two seconds, counts. ~100 ms, not ~50: /proc counts whole ticks.
+    """
+    if usable_cpus() < 2:
+        pytest.skip(f"needs 2 CPUs to compute in parallel; this process may use {usable_cpus()}")
+    ratios = []
+    with started_with_work(CATALOGUE.design(name), tmp_path, 2 * HEAVY_WORK) as server:
+        probe.get(server.host, server.port)  # every worker past its first request
+        for _ in range(PARALLEL_TRIES):
+            before = group_cpu_seconds(server)
+            elapsed, statuses = simultaneous_gets(server.host, server.port, 2)
+            ratios.append((group_cpu_seconds(server) - before) / elapsed)
+            assert statuses == [200] * 2
+            if ratios[-1] >= 1.4:
+                break
+            time.sleep(0.4)  # let a burst of other load pass
+    assert max(ratios) >= 1.4, f"{name}: CPU seconds per wall second {ratios}: the workers took turns"
