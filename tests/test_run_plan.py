@@ -95,3 +95,15 @@ def test_one_plan_spans_every_scenario_of_a_run() -> None:
     progress = runner.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
     quick_sweep_levels = len(sweep.settings(quick=True)["concurrency"])
     assert len(progress.planned) == len(from_scratch.designs) + quick_sweep_levels
+
+
+def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_its_plan(tmp_path: Path) -> None:
+    settings = {"concurrency": [10], "repeat": 2, "time_limit": 9}
+    record = {"settings": settings, "designs": [{"name": "thread-per-connection"}], "ceiling": None,
+              "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:00:05Z"}
+    (tmp_path / "from-scratch.json").write_text(json.dumps(record))
+    # Planned: 2 cells of 9 + 1 s = 20 s; the record took 5 s: the scenario runs at a quarter of its plan.
+    assert runner.past_speed(CATALOGUE, tmp_path, "from-scratch") == pytest.approx(0.25)
+    assert runner.past_speed(CATALOGUE, tmp_path, "no-record-yet") == 1.0
+    (tmp_path / "broken.json").write_text("{")
+    assert runner.past_speed(CATALOGUE, tmp_path, "broken") == 1.0

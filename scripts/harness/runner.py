@@ -12,16 +12,18 @@ after the last cell: an interrupted run leaves the previous record untouched.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from harness import echo_probe, probe, processes
-from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario
+from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario, UnknownNameError
 from harness.environment import describe_machine, utc_now
 from harness.resources import GroupSampler
 from harness.records import RESULTS_DIR, SCHEMA_VERSION, results_path, write_json_atomic
@@ -115,9 +117,11 @@ def time_wait_sockets() -> int | None:
 
 
 # Closed connections linger 60 s in TIME_WAIT. Ours are on the server side (the servers close
-# first) and on the previous design's port, so a few thousand cannot affect the next design;
-# tens of thousands (after 100,000 requests) cost the kernel memory and lookups: wait for those.
-TIME_WAIT_DRAIN_BELOW = 10_000
+# first) and on the previous design's port, so they cannot collide with the next design's
+# connections; in the tens of thousands (a hello-world sweep of a fast design, 100,000 requests)
+# they cost the kernel memory and lookups: wait for those, and only those, since every wait is
+# paid once per design and repetition.
+TIME_WAIT_DRAIN_BELOW = 30_000
 TIME_WAIT_MAX_WAIT_SECONDS = 10.0  # Linux keeps TIME_WAIT 60 s: wait for most of it to go, not all
 
 
@@ -139,8 +143,28 @@ def plan_run(catalogue: Catalogue, runs: list[tuple[Scenario, list[str] | None]]
     for scenario, design_names in runs:
         settings = scenario_settings(scenario, quick, repeat)
         designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
-        planned += plan_cells(settings, designs, with_ceiling=bool(settings.get("ceiling")))
+        cells = plan_cells(settings, designs, with_ceiling=bool(settings.get("ceiling")))
+        factor = past_speed(catalogue, RESULTS_DIR if not quick else SCRATCH_RESULTS_DIR, scenario.id)
+        planned += [seconds * factor for seconds in cells]
     return Progress(planned)
+
+
+def past_speed(catalogue: Catalogue, results_dir: Path, scenario_id: str) -> float:
+    """How the last recorded run of a scenario compared with its own plan (1.0 when unknown).
+
+    Time limits are upper bounds (ab stops at n requests, often long before its cap), so a plan
+    made of them overestimates; the last record says by how much.
+    """
+    try:
+        record = json.loads(results_path(scenario_id, results_dir).read_text(encoding="utf-8"))
+        started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
+                             for key in ("started_utc", "finished_utc"))
+        designs = [catalogue.design(design["name"]) for design in record["designs"]]
+        planned = sum(plan_cells(record["settings"], designs, with_ceiling=bool(record.get("ceiling"))))
+    except (OSError, ValueError, KeyError, TypeError, UnknownNameError):
+        return 1.0
+    wall = (finished - started).total_seconds()
+    return wall / planned if planned > 0 and wall > 0 else 1.0
 
 
 def scenario_settings(scenario: Scenario, quick: bool, repeat: int | None = None) -> dict[str, Any]:
