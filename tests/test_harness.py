@@ -63,9 +63,15 @@ def test_list_json_covers_every_experiment_of_the_other_four_articles() -> None:
 def test_every_article_scenario_and_sweep_is_in_the_catalogue() -> None:
     listed = {scenario["id"]: scenario for scenario in json.loads(bench("scenarios", "--json").stdout)}
     assert {"from-scratch", "async-101", "concurrency-models", "designing-servers", "designing-servers-behind-nginx",
-            "async-python-part-1", "timeline", "sweep-io", "open-loop"} <= listed.keys()
+            "async-python-part-1", "timeline", "sweep-io", "sweep-hello", "sweep-10k", "open-loop",
+            "cpu-bound"} <= listed.keys()
     assert {scenario["tool"] for scenario in listed.values()} == {"ab", "hey", "wrk", "http-client", "echo-client"}
-    assert listed["sweep-io"]["concurrency"] == [1, 10, 50, 100, 500, 1000]
+    for sweep in ("sweep-io", "sweep-hello"):  # the two workloads of the sweep: a 100 ms call, and none
+        assert listed[sweep]["concurrency"] == [1, 10, 50, 100, 500, 1000]
+    assert (listed["sweep-io"]["delay"], listed["sweep-hello"]["delay"]) == (0.1, 0)
+    assert listed["sweep-10k"]["concurrency"] == [10000]
+    assert isinstance(listed["open-loop"]["rate"], list) and len(listed["open-loop"]["rate"]) >= 3
+    assert listed["cpu-bound"]["work"] > 0 and listed["cpu-bound"]["delay"] == 0
 
 
 def test_every_scenario_names_designs_and_a_known_tool() -> None:
