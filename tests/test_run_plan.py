@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -107,3 +108,21 @@ def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_i
     assert runner.past_speed(CATALOGUE, tmp_path, "no-record-yet") == 1.0
     (tmp_path / "broken.json").write_text("{")
     assert runner.past_speed(CATALOGUE, tmp_path, "broken") == 1.0
+
+
+def test_the_time_wait_threshold_is_half_the_kernel_table(tmp_path: Path) -> None:
+    size = tmp_path / "tcp_max_tw_buckets"
+    size.write_text("131072\n")
+    assert runner.time_wait_drain_threshold(size) == 65536
+    assert runner.time_wait_drain_threshold(tmp_path / "missing") == 32_768
+
+
+def test_the_wait_ends_at_once_below_the_threshold_and_is_bounded_above_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "time_wait_sockets", lambda: 100)
+    started = time.monotonic()
+    runner.wait_for_time_wait_drain(below=1000, max_wait=5)
+    assert time.monotonic() - started < 0.5
+    monkeypatch.setattr(runner, "time_wait_sockets", lambda: 5000)
+    started = time.monotonic()
+    runner.wait_for_time_wait_drain(below=1000, max_wait=1.2)
+    assert 1.0 <= time.monotonic() - started < 3

@@ -118,16 +118,25 @@ def time_wait_sockets() -> int | None:
 
 # Closed connections linger 60 s in TIME_WAIT. Ours are on the server side (the servers close
 # first) and on the previous design's port, so they cannot collide with the next design's
-# connections; in the tens of thousands (a hello-world sweep of a fast design, 100,000 requests)
-# they cost the kernel memory and lookups: wait for those, and only those, since every wait is
-# paid once per design and repetition.
-TIME_WAIT_DRAIN_BELOW = 30_000
-TIME_WAIT_MAX_WAIT_SECONDS = 10.0  # Linux keeps TIME_WAIT 60 s: wait for most of it to go, not all
+# connections, and a wait of seconds would not drain them anyway (60 s each, once per design
+# and repetition, would double a full run). What would change the next measurement is the
+# kernel's TIME_WAIT table filling up: past net.ipv4.tcp_max_tw_buckets it stops keeping closed
+# connections at all. So the harness waits only when the table is more than half full.
+TIME_WAIT_MAX_BUCKETS_FILE = Path("/proc/sys/net/ipv4/tcp_max_tw_buckets")
+TIME_WAIT_MAX_WAIT_SECONDS = 30.0
 
 
-def wait_for_time_wait_drain(below: int = TIME_WAIT_DRAIN_BELOW,
-                             max_wait: float = TIME_WAIT_MAX_WAIT_SECONDS) -> None:
-    """Between designs, let the previous design's closed connections leave TIME_WAIT (bounded wait)."""
+def time_wait_drain_threshold(max_buckets_file: Path = TIME_WAIT_MAX_BUCKETS_FILE) -> int:
+    """Half the kernel's TIME_WAIT table (32,768 when the kernel does not say its size)."""
+    try:
+        return int(max_buckets_file.read_text(encoding="ascii")) // 2
+    except (OSError, ValueError):
+        return 32_768
+
+
+def wait_for_time_wait_drain(below: int | None = None, max_wait: float = TIME_WAIT_MAX_WAIT_SECONDS) -> None:
+    """Between designs, if the kernel's TIME_WAIT table is more than half full, let it empty (bounded wait)."""
+    below = time_wait_drain_threshold() if below is None else below
     deadline = time.monotonic() + max_wait
     while time.monotonic() < deadline:
         count = time_wait_sockets()
