@@ -263,3 +263,14 @@ def test_the_environment_table_says_how_long_each_scenario_and_the_whole_run_too
     # async-101 ran 12:30:41 to 12:31:37 (56 s); concurrency-models 12:31:37 to 12:36:00 (4 min 23 s).
     assert "| 56 s |" in table and "| 4 min 23 s |" in table
     assert "took 5 min 19 s in all" in table
+
+
+def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
+    """A blocking design may run under the scenario's time_limit_blocking: its row names that limit."""
+    record = fixture("concurrency-models")
+    blocking = record["designs"][0]
+    for run in blocking["runs"]:
+        run.update(time_limit=4, complete=20000)
+    rows = render.design_rows(record, blocking, with_name=False)
+    assert "20,000 of 100,000 (4 s limit)" in rows[0]
+    assert f"({record['settings']['time_limit']:g} s limit)" not in rows[0]
