@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from harness.cells import is_rate_sweep
+from harness.cells import cells_by_level, is_rate_sweep
 
 KIB_PER_MIB = 1024
 
@@ -52,11 +52,9 @@ class MemoryLine:
 
 def peak_rss_by_level(design: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
     """A design's successful runs that recorded peak RSS, by concurrency."""
-    grouped: dict[int, list[dict[str, Any]]] = {}
-    for run in design["runs"]:
-        if run.get("error") is None and (run.get("server_resources") or {}).get("peak_rss_mib") is not None:
-            grouped.setdefault(run["concurrency"], []).append(run)
-    return grouped
+    measured = {level: [run for run in runs if (run.get("server_resources") or {}).get("peak_rss_mib") is not None]
+                for level, runs in cells_by_level(design["runs"]).items()}
+    return {level: runs for level, runs in measured.items() if runs}
 
 
 def is_sweep(record: dict[str, Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,13 @@ def write_json_atomic(path: Path, data: Any) -> None:
     except BaseException:
         os.unlink(temporary)
         raise
+
+
+def wall_seconds(record: dict[str, Any]) -> float:
+    """How long a scenario's run took, from the record's UTC start and end."""
+    started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
+                         for key in ("started_utc", "finished_utc"))
+    return (finished - started).total_seconds()
 
 
 def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:

@@ -13,7 +13,6 @@ missing, or should no longer exist: a page can never show a stale number.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,7 @@ from harness.cells import (
     tool_bound,
 )
 from harness.memory import memory_page
-from harness.records import RESULTS_DIR, load_records, rerun_dir
+from harness.records import RESULTS_DIR, load_records, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
 from harness.stats import spread
 
@@ -249,13 +248,6 @@ def scenario_table(record: dict[str, Any]) -> str:
 def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
     rows = design_rows(record, design, with_name=False)
     return table_head(record, with_name=False) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
-
-
-def wall_seconds(record: dict[str, Any]) -> float:
-    """How long the scenario's run took, from its UTC start and end."""
-    started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
-                         for key in ("started_utc", "finished_utc"))
-    return (finished - started).total_seconds()
 
 
 def format_duration(seconds: float) -> str:

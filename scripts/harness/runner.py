@@ -18,7 +18,6 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from harness import echo_probe, probe, processes
 from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario, UnknownNameError
 from harness.environment import describe_machine, utc_now
 from harness.resources import GroupSampler
-from harness.records import RESULTS_DIR, SCHEMA_VERSION, results_path, write_json_atomic
+from harness.records import RESULTS_DIR, SCHEMA_VERSION, results_path, wall_seconds, write_json_atomic
 from harness.tools import require_tool
 
 LOG_DIR = REPO_ROOT / "build" / "logs"
@@ -166,13 +165,11 @@ def past_speed(catalogue: Catalogue, results_dir: Path, scenario_id: str) -> flo
     """
     try:
         record = json.loads(results_path(scenario_id, results_dir).read_text(encoding="utf-8"))
-        started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
-                             for key in ("started_utc", "finished_utc"))
+        wall = wall_seconds(record)
         designs = [catalogue.design(design["name"]) for design in record["designs"]]
         planned = sum(plan_cells(record["settings"], designs, with_ceiling=bool(record.get("ceiling"))))
     except (OSError, ValueError, KeyError, TypeError, UnknownNameError):
         return 1.0
-    wall = (finished - started).total_seconds()
     return wall / planned if planned > 0 and wall > 0 else 1.0
 
 
