@@ -16,11 +16,11 @@ HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind =
 
 
 @contextlib.contextmanager
-def started(design: Design, tmp_path: Path, delay: float = 0.0) -> Iterator[processes.RunningServer]:
-    """A design listening on a free loopback port; stopped (whole process group) on exit."""
+def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -> Iterator[processes.RunningServer]:
+    """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit."""
     port = processes.free_port()
-    workdir = tmp_path / design.name
-    command = runner.server_command(design, port, delay, workdir)
+    workdir = tmp_path / (f"{design.name}-work-{work}" if work else design.name)
+    command = runner.server_command(design, port, delay, workdir, work=work)
     with processes.running_server(command, port, workdir, cwd=runner.REPO_ROOT,
                                   stop_signal=design.stop_signal) as server:
         yield server

@@ -11,17 +11,15 @@ of the line a design is on, on a busy 2-CPU machine too.
 from __future__ import annotations
 
 import ast
-import contextlib
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import CATALOGUE
+from conftest import CATALOGUE, started
 from harness import probe, processes, runner
 from harness.catalogue import REPO_ROOT, Design, load_catalogue
 from harness.resources import CLOCK_TICKS, sample_group
@@ -32,16 +30,6 @@ SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False)["work"]  #
 HEAVY_WORK = 10 * SCENARIO_WORK  # about 50 ms: long enough that wall times are not noise
 ONE_TICK = 1 / CLOCK_TICKS  # /proc counts CPU time in ticks (10 ms on most kernels)
 PARALLEL_TRIES = 5
-
-
-@contextlib.contextmanager
-def started_with_work(design: Design, tmp_path: Path, work: int) -> Iterator[processes.RunningServer]:
-    """conftest.started, with --work: the design as the harness starts it; always stopped."""
-    port = processes.free_port()
-    workdir = tmp_path / f"{design.name}-work-{work}"
-    command = runner.server_command(design, port, 0.0, workdir, work=work)
-    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
-        yield server
 
 
 def group_cpu_seconds(server: processes.RunningServer) -> float:
@@ -161,9 +149,9 @@ def test_work_costs_the_server_measurably_more_cpu(design: Design, tmp_path: Pat
     # /proc rounds each process's CPU time down to whole ticks. Spread over a pool of
     # up to 16 workers, 5 ms requests could lose most of their time to that; 20 ms ones cannot.
     work = 4 * SCENARIO_WORK
-    with started_with_work(design, tmp_path, 0) as server:
+    with started(design, tmp_path, work=0) as server:
         idle = cpu_for_requests(server, 20)
-    with started_with_work(design, tmp_path, work) as server:
+    with started(design, tmp_path, work=work) as server:
         busy = cpu_for_requests(server, 20)
     # One tick is the resolution of /proc: twenty requests without work may well measure 0.
     assert busy >= 3 * max(idle, ONE_TICK), f"{design.name}: {busy:.3f} s with work, {idle:.3f} s without"
@@ -176,7 +164,7 @@ def test_threads_and_the_event_loop_compute_one_request_at_a_time(name: str, tmp
     Threads take turns holding the GIL; the event loop has only one thread. Either way
     the four computations queue. A busy machine only makes both bounds easier to meet.
     """
-    with started_with_work(CATALOGUE.design(name), tmp_path, HEAVY_WORK) as server:
+    with started(CATALOGUE.design(name), tmp_path, work=HEAVY_WORK) as server:
         alone = one_request_seconds(server)
         before = group_cpu_seconds(server)
         elapsed, statuses = simultaneous_gets(server.host, server.port, 4)
@@ -197,7 +185,7 @@ def test_processes_compute_on_two_cpus_at_once(name: str, tmp_path: Path) -> Non
     if usable_cpus() < 2:
         pytest.skip(f"needs 2 CPUs to compute in parallel; this process may use {usable_cpus()}")
     ratios = []
-    with started_with_work(CATALOGUE.design(name), tmp_path, 2 * HEAVY_WORK) as server:
+    with started(CATALOGUE.design(name), tmp_path, work=2 * HEAVY_WORK) as server:
         probe.get(server.host, server.port)  # every worker past its first request
         for _ in range(PARALLEL_TRIES):
             before = group_cpu_seconds(server)
