@@ -126,6 +126,8 @@ def test_the_pool_keeps_its_workers_and_forks_no_more(tmp_path) -> None:
     port = processes.free_port()
     command = [*runner.server_command(design, port, 0.0, tmp_path), "--workers", "3"]
     with processes.running_server(command, port, tmp_path, cwd=runner.REPO_ROOT) as server:
+        # The port can be ready a moment before the parent has forked all three: wait for them.
+        wait_until(lambda: len(children_of(server.process.pid)) >= 3, 5.0)
         before = sorted(child.pid for child in children_of(server.process.pid))
         statuses = [probe.get(server.host, server.port).status for _ in range(20)]
         after = sorted(child.pid for child in children_of(server.process.pid))
