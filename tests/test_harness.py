@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE
+from harness import probe, processes, runner
 from harness.catalogue import REPO_ROOT
 from harness.records import write_json_atomic
 
@@ -191,3 +192,70 @@ def test_the_catalogue_design_files_and_pages_exist() -> None:
     for design in CATALOGUE.designs.values():
         assert (REPO_ROOT / design.file).exists(), design.file
         assert (REPO_ROOT / "docs" / design.page).exists(), design.page
+
+
+# --- One port for a whole run: TIME_WAIT stays bounded by the client's port range ---------------------
+
+def time_wait_on(port: int) -> int:
+    """Connections in TIME_WAIT whose local port is `port` (from /proc/net/tcp; state 06)."""
+    rows = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
+    return sum(1 for row in rows
+               if row.split()[3] == "06" and int(row.split()[1].rsplit(":", 1)[1], 16) == port)
+
+
+def design_on(name: str, port: int, tmp_path: Path):
+    design = CATALOGUE.design(name)
+    command = runner.server_command(design, port, 0.0, tmp_path / name)
+    return processes.running_server(command, port, tmp_path / name, cwd=REPO_ROOT, stop_signal=design.stop_signal)
+
+
+def leave_time_wait_behind(port: int, tmp_path: Path, requests: int = 20) -> None:
+    """Serve some requests on `port` and stop: the server closed first, so the port keeps them in TIME_WAIT."""
+    with design_on("thread-per-connection", port, tmp_path) as server:
+        for _ in range(requests):
+            assert probe.get(server.host, server.port).status == 200
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads TIME_WAIT sockets from /proc/net/tcp")
+def test_the_next_design_listens_on_the_port_the_last_one_left_in_time_wait(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(runner, "_run_ports", {})
+    port = runner.run_port()
+    leave_time_wait_behind(port, tmp_path)
+    assert time_wait_on(port) >= 20
+    assert runner.run_port() == port  # the same port again: its TIME_WAIT is no obstacle
+    with design_on("asyncio-streams", port, tmp_path) as server:
+        assert probe.get(server.host, server.port).status == 200
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads TIME_WAIT sockets from /proc/net/tcp")
+def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_one(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(runner, "_run_ports", {})
+    port = runner.run_port()
+    leave_time_wait_behind(port, tmp_path)
+    naive = CATALOGUE.design("async-101-naive-sync")
+    assert not naive.reuses_address
+    with pytest.raises(processes.ServerStartError) as refused:
+        with design_on(naive.name, port, tmp_path):
+            pass
+    assert "Address already in use" in refused.value.stderr_tail
+    assert runner.run_port("server", naive) != port
+    assert runner.run_port() == port  # the others keep the shared port
+
+
+def test_a_shared_port_that_something_else_took_is_replaced(monkeypatch) -> None:
+    monkeypatch.setattr(runner, "_run_ports", {})
+    port = runner.run_port()
+    with socket.socket() as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        squatter.bind((processes.LOOPBACK, port))
+        squatter.listen()
+        replacement = runner.run_port()
+    assert replacement != port
+    assert runner.run_port() == replacement
+    assert runner.run_port("proxy") not in (port, replacement)  # the reverse proxy has a port of its own
+
+
+@pytest.mark.skipif(not Path("/proc/net/netstat").exists(), reason="reads TcpExt counters from /proc/net/netstat")
+def test_time_wait_overflows_are_counted_from_the_kernel() -> None:
+    overflows = runner.time_wait_overflows()
+    assert isinstance(overflows, int) and overflows >= 0

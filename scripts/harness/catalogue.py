@@ -38,6 +38,9 @@ class Design:
     # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
     malformed_request_status: dict[str, int] = field(default_factory=dict)
     supports_work: bool = False  # takes --work N (N iterations of pure-Python computation per request)
+    # Binds with SO_REUSEADDR, so it can listen on a port that still holds TIME_WAIT connections
+    # (the harness then gives it the run's shared port; otherwise a fresh one).
+    reuses_address: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -61,6 +64,7 @@ class Design:
             "oversized_head_status": self.oversized_head_status,
             "malformed_request_status": self.malformed_request_status,
             "supports_work": self.supports_work,
+            "reuses_address": self.reuses_address,
             **self.extra,
         }
 
@@ -110,7 +114,7 @@ class Scenario:
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
                   "config_template", "stop_signals", "oversized_head_status", "malformed_request_status",
-                  "supports_work"}
+                  "supports_work", "reuses_address"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",

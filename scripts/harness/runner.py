@@ -59,7 +59,7 @@ PROXY_COMMAND = ["nginx", "-c", "{config}", "-p", "{workdir}", "-e", "stderr"]
 @contextlib.contextmanager
 def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | None) -> Iterator[processes.RunningServer]:
     """nginx in front of a design (scenario option `proxy`), pinned to the design's CPU."""
-    port = processes.free_port()
+    port = run_port("proxy")
     workdir = log_dir / "proxy"
     workdir.mkdir(parents=True, exist_ok=True)
     config = fill_template(template, workdir, host=processes.LOOPBACK, port=str(port),
@@ -115,12 +115,46 @@ def time_wait_sockets() -> int | None:
     return None
 
 
-# Closed connections linger 60 s in TIME_WAIT. Ours are on the server side (the servers close
-# first) and on the previous design's port, so they cannot collide with the next design's
-# connections, and a wait of seconds would not drain them anyway (60 s each, once per design
-# and repetition, would double a full run). What would change the next measurement is the
-# kernel's TIME_WAIT table filling up: past net.ipv4.tcp_max_tw_buckets it stops keeping closed
-# connections at all. So the harness waits only when the table is more than half full.
+# Closed connections linger 60 s in TIME_WAIT, on the server's side (our servers close first).
+# There is at most one per client port: a new connection from the same client port to the same
+# server port replaces it. So on one server port their number is bounded by the client's
+# ephemeral port range (about 28,000), however long the run. That is why every design in a run
+# listens on the same port (run_port): a fresh port per design would add a port's worth per
+# design and fill the kernel's table (net.ipv4.tcp_max_tw_buckets) within a few designs. Past
+# that size the kernel stops keeping closed connections at all, and the next design would run
+# on a kernel that behaves differently; the records count such overflows per cell. The drain
+# wait below is the safety net: it waits only while the table is more than half full.
+_run_ports: dict[str, int] = {}
+
+
+def run_port(role: str = "server", design: Design | None = None) -> int:
+    """The port every design in this run listens on (one per role), or a fresh one if it is taken."""
+    if design is not None and not design.reuses_address:
+        return processes.free_port()  # it could not bind a port that holds TIME_WAIT connections
+    port = _run_ports.get(role)
+    if port is not None:
+        try:
+            processes.ensure_port_free(port)
+        except processes.PortBusyError:
+            port = None  # something else listens there now
+    if port is None:
+        port = _run_ports[role] = processes.free_port()
+    return port
+
+
+def time_wait_overflows() -> int | None:
+    """How often the kernel has found its TIME_WAIT table full since boot (TcpExt TCPTimeWaitOverflow)."""
+    try:
+        with open("/proc/net/netstat", encoding="ascii") as netstat:
+            rows = [line.split() for line in netstat]
+    except OSError:
+        return None
+    for names, values in zip(rows[::2], rows[1::2]):
+        if names and names[0] == "TcpExt:" and "TCPTimeWaitOverflow" in names:
+            return int(values[names.index("TCPTimeWaitOverflow")])
+    return None
+
+
 TIME_WAIT_MAX_BUCKETS_FILE = Path("/proc/sys/net/ipv4/tcp_max_tw_buckets")
 TIME_WAIT_MAX_WAIT_SECONDS = 30.0
 
@@ -287,7 +321,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                         tool: Any, pinning: dict[str, str | None], progress: Progress) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
     design = outcome.design
-    port = processes.free_port()
+    port = run_port("server", design)
     log_dir = LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
         command = server_command(design, port, settings["delay"], log_dir, work=settings.get("work", 0))
@@ -309,11 +343,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 if design.kind in HTTP_KINDS:
                     prime(target.host, target.port)
                 progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
-                time_wait_before = time_wait_sockets()
+                time_wait_before, overflows_before = time_wait_sockets(), time_wait_overflows()
                 with GroupSampler(server.process.pid) as sampler:
                     run = tool.run(url, concurrency, level_settings, log_dir / label.replace("=", ""), pinning["load"])
+                overflows_after = time_wait_overflows()
                 run.setdefault("requests_requested", level_settings["requests"])  # an adapter may know better
                 run.update(repetition=repetition, time_wait_before=time_wait_before,
+                           time_wait_overflows=None if None in (overflows_before, overflows_after)
+                           else overflows_after - overflows_before,
                            time_limit=level_settings.get("time_limit"),
                            server_resources=sampler.summary(run.get("complete") or 0))
                 outcome.runs.append(run)
