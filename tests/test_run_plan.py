@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
+from harness import render, runner
 from harness.catalogue import REPO_ROOT, load_catalogue
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
@@ -126,3 +126,18 @@ def test_the_wait_ends_at_once_below_the_threshold_and_is_bounded_above_it(monke
     started = time.monotonic()
     runner.wait_for_time_wait_drain(below=1000, max_wait=1.2)
     assert 1.0 <= time.monotonic() - started < 3
+
+
+def test_time_limit_at_lengthens_only_the_levels_it_names() -> None:
+    settings = {"concurrency": [10, 500, 1000], "time_limit": 1, "time_limit_at": {"500": 2, "1000": 3}, "repeat": 1}
+    assert runner.levels(settings) == [("c=10", 10, {}), ("c=500", 500, {"time_limit": 2}),
+                                       ("c=1000", 1000, {"time_limit": 3})]
+    overhead = runner.CELL_OVERHEAD_SECONDS
+    planned = runner.plan_cells(settings, [CATALOGUE.design("thread-per-connection")], with_ceiling=False)
+    assert planned == [1 + overhead, 2 + overhead, 3 + overhead]
+
+
+def test_the_caption_names_the_longer_levels() -> None:
+    assert render.longer_levels_label({"time_limit_at": {"500": 2, "1000": 2}}) == " (2 s at 500 and 1,000)"
+    assert render.longer_levels_label({"time_limit_at": {"500": 2, "1000": 3}}) == " (2 s at 500; 3 s at 1,000)"
+    assert render.longer_levels_label({}) == ""

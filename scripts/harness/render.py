@@ -202,6 +202,15 @@ def work_label(settings: dict[str, Any]) -> str:
     return f", {settings['work']:,} iterations of pure-Python work per request" if settings.get("work") else ""
 
 
+def longer_levels_label(settings: dict[str, Any]) -> str:
+    """' (2 s at 500 and 1,000)' for a scenario whose `time_limit_at` lengthens some levels."""
+    by_seconds: dict[float, list[str]] = {}
+    for level, seconds in (settings.get("time_limit_at") or {}).items():
+        by_seconds.setdefault(seconds, []).append(f"{int(level):,}")
+    parts = [f"{seconds:g} s at {' and '.join(levels)}" for seconds, levels in by_seconds.items()]
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def caption(record: dict[str, Any]) -> str:
     """How the numbers were made, in one paragraph under each table."""
     settings, environment = record["settings"], record["environment"]
@@ -209,10 +218,11 @@ def caption(record: dict[str, Any]) -> str:
     pinned = (f"server pinned to {cpu_list(pinning['server_cpu'])}, load tool to CPU {pinning['load_tool_cpu']} (taskset)"
               if pinning["server_cpu"] is not None else "no CPU pinning")
     tools = ", ".join(environment["tools"].values())
-    limit = f", stopping after {settings['time_limit']:g} s" if settings.get("time_limit") else ""
+    longer = longer_levels_label(settings)
+    limit = f", stopping after {settings['time_limit']:g} s{longer}" if settings.get("time_limit") else ""
     amount = f"{settings['requests']:,} requests"
     if record["scenario"]["tool"] == "wrk":  # wrk runs for a duration; it has no request count
-        amount, limit = f"{settings['time_limit']:g} s of requests", ""
+        amount, limit = f"{settings['time_limit']:g} s of requests{longer}", ""
     load = "at concurrency " + ", ".join(str(c) for c in settings["concurrency"])
     if is_rate_sweep(record):
         scheduled = settings.get("schedule_seconds")

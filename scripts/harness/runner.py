@@ -275,13 +275,17 @@ UNTIMED_CELL_SECONDS = 10.0  # the guess for a cell with no time limit
 def levels(settings: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
     """The cells of one repetition: (label, concurrency, setting overrides).
 
-    Usually one per concurrency level. An open-loop scenario whose `rate` is a list sweeps the
-    offered rate instead, at its one concurrency level (the cap on requests in flight); with
-    `schedule_seconds`, each rate schedules rate x schedule_seconds requests.
+    Usually one per concurrency level; `time_limit_at` (concurrency level -> seconds) gives some
+    levels a longer time limit than the scenario's. An open-loop scenario whose `rate` is a list
+    sweeps the offered rate instead, at its one concurrency level (the cap on requests in flight);
+    with `schedule_seconds`, each rate schedules rate x schedule_seconds requests.
     """
     rates = settings.get("rate")
     if not isinstance(rates, list):
-        return [(f"c={concurrency}", concurrency, {}) for concurrency in settings["concurrency"]]
+        longer = settings.get("time_limit_at") or {}
+        return [(f"c={concurrency}", concurrency,
+                 {"time_limit": longer[str(concurrency)]} if str(concurrency) in longer else {})
+                for concurrency in settings["concurrency"]]
     cap = settings["concurrency"][0]
     cells = []
     for rate in rates:
@@ -309,11 +313,13 @@ def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bo
         limit = design_specific.get("time_limit")
         return (float(limit) if limit else UNTIMED_CELL_SECONDS) + CELL_OVERHEAD_SECONDS
 
-    per_level = len(levels(settings))
-    planned = [cell(settings)] * per_level if with_ceiling else []
+    def cells(design_specific: dict[str, Any]) -> list[float]:
+        return [cell({**design_specific, **overrides}) for _, _, overrides in levels(design_specific)]
+
+    planned = cells(settings) if with_ceiling else []
     for _ in range(settings["repeat"]):
         for design in designs:
-            planned += [cell(design_settings(settings, design))] * per_level
+            planned += cells(design_settings(settings, design))
     return planned
 
 
