@@ -182,6 +182,15 @@ def test_an_atomic_write_that_fails_leaves_the_old_record_and_no_debris(tmp_path
     assert [path.name for path in tmp_path.iterdir()] == ["scenario.json"]
 
 
+def test_a_record_is_readable_by_everyone_the_umask_allows(tmp_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "scenario.json", {"version": 1})
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "scenario.json").stat().st_mode & 0o777 == 0o644  # not mkstemp's private 0600
+
+
 def test_check_shows_the_answer_and_passes_for_a_correct_design() -> None:
     result = bench("check", "thread-per-connection")
     assert result.returncode == 0, result.stderr

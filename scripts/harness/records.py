@@ -24,6 +24,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
     descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            # mkstemp makes the file private (0600); a record is for everyone to read, like any file we write.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(handle.fileno(), 0o666 & ~umask)
             json.dump(data, handle, indent=2, sort_keys=False)
             handle.write("\n")
             handle.flush()
