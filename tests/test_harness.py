@@ -225,22 +225,29 @@ def leave_time_wait_behind(port: int, tmp_path: Path, requests: int = 20) -> Non
             assert probe.get(server.host, server.port).status == 200
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads TIME_WAIT sockets from /proc/net/tcp")
-def test_the_next_design_listens_on_the_port_the_last_one_left_in_time_wait(tmp_path, monkeypatch) -> None:
+@pytest.fixture
+def shared_port_in_time_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """A fresh run's shared port, on which a design has just served 20 requests and stopped."""
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("reads TIME_WAIT sockets from /proc/net/tcp")
     monkeypatch.setattr(runner, "_run_ports", {})
     port = runner.run_port()
-    leave_time_wait_behind(port, tmp_path)
+    leave_time_wait_behind(port, tmp_path, requests=20)
     assert time_wait_on(port) >= 20
+    return port
+
+
+def test_the_next_design_listens_on_the_port_the_last_one_left_in_time_wait(shared_port_in_time_wait: int,
+                                                                           tmp_path: Path) -> None:
+    port = shared_port_in_time_wait
     assert runner.run_port() == port  # the same port again: its TIME_WAIT is no obstacle
     with design_on("asyncio-streams", port, tmp_path) as server:
         assert probe.get(server.host, server.port).status == 200
 
 
-@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads TIME_WAIT sockets from /proc/net/tcp")
-def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_one(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(runner, "_run_ports", {})
-    port = runner.run_port()
-    leave_time_wait_behind(port, tmp_path)
+def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_one(shared_port_in_time_wait: int,
+                                                                                  tmp_path: Path) -> None:
+    port = shared_port_in_time_wait
     naive = CATALOGUE.design("async-101-naive-sync")
     assert not naive.reuses_address
     with pytest.raises(processes.ServerStartError) as refused:
