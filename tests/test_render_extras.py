@@ -274,3 +274,34 @@ def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
     rows = render.design_rows(record, blocking, with_name=False)
     assert "20,000 of 100,000 (4 s limit)" in rows[0]
     assert f"({record['settings']['time_limit']:g} s limit)" not in rows[0]
+
+
+def slowed_repetition(record: dict[str, Any], repetition: int, factor: float) -> None:
+    """Multiply every design's requests/s in one repetition by `factor`: a machine disturbed for a while."""
+    for design in record["designs"]:
+        for run in design["runs"]:
+            if run["repetition"] == repetition:
+                run["requests_per_second"] *= factor
+
+
+def test_a_repetition_slow_for_every_design_is_flagged_as_the_machine() -> None:
+    first, second = fixture("concurrency-models"), fixture("concurrency-models")
+    slowed_repetition(second, repetition=1, factor=0.7)
+    speeds = repeatability.repetition_speeds(first, second)
+    assert speeds["A"] == pytest.approx([1.0, 1.0, 1.0], abs=0.03)
+    assert speeds["B"][1] == pytest.approx(0.7, abs=0.03)
+    assert speeds["B"][0] == pytest.approx(1.0, abs=0.03) and speeds["B"][2] == pytest.approx(1.0, abs=0.03)
+    line = repeatability.speeds_line(first, second)
+    assert "⚠ More than 10% off across their cells: run B's repetition 2 (70%)." in line
+
+
+def test_one_design_that_varies_does_not_move_a_repetitions_speed() -> None:
+    first, second = fixture("concurrency-models"), fixture("concurrency-models")
+    prefork = next(design for design in second["designs"] if design["name"] == "prefork")
+    for run in prefork["runs"]:
+        if run["repetition"] == 1:
+            run["requests_per_second"] *= 0.5  # one design, one repetition: its cell moves, the median does not
+    speeds = repeatability.repetition_speeds(first, second)
+    assert all(speed == pytest.approx(1.0, abs=0.03) for values in speeds.values() for speed in values)
+    assert "⚠" not in repeatability.speeds_line(first, second)
+    assert repeatability.speeds_line(first, second).startswith("Speed of each repetition")

@@ -10,11 +10,14 @@ as the design, and the tool's own variation would be charged to the design.
 Records are compared only when both are full runs on the same machine (CPU
 model and count) with the same settings (the number of repetitions aside);
 otherwise the page says why not. Each record's commit and start time are shown,
-so a reader can see that the two runs were consecutive.
+so a reader can see that the two runs were consecutive. Each scenario also gets
+the speed of every repetition (repetition_speeds), which tells a disturbed
+machine apart from a design that varies.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +101,53 @@ def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
     return reasons
 
 
+def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str, list[float]]:
+    """Run ("A"/"B") -> for each repetition, how fast it ran compared with the machine's usual.
+
+    A repetition's speed is the median, over every cell it measured, of its requests/s divided
+    by that cell's median over both runs' repetitions. A design that varies moves its own cells
+    only; a machine that slows down for a while moves every cell of the repetitions it touched,
+    and so this median.
+    """
+    per_cell: dict[tuple[str, float], list[tuple[str, int, float]]] = {}
+    for run_name, record in (("A", first), ("B", second)):
+        for design in record["designs"]:
+            for level, runs in cells_by_level(design["runs"], level_key(record)).items():
+                per_cell.setdefault((design["name"], level), []).extend(
+                    (run_name, run["repetition"], run["requests_per_second"]) for run in runs)
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for measured in per_cell.values():
+        usual = statistics.median(rate for _, _, rate in measured)
+        if len(measured) < 2 or not usual:
+            continue
+        for run_name, repetition, rate in measured:
+            ratios.setdefault((run_name, repetition), []).append(rate / usual)
+    speeds: dict[str, list[float]] = {}
+    for (run_name, _), values in sorted(ratios.items()):
+        speeds.setdefault(run_name, []).append(statistics.median(values))
+    return speeds
+
+
+def speeds_line(first: dict[str, Any], second: dict[str, Any]) -> str:
+    """One line: each repetition's speed in both runs, and a warning for those off by more than 10%."""
+    speeds = repetition_speeds(first, second)
+    if not any(len(values) > 1 for values in speeds.values()):
+        return ""
+    line = "; ".join(f"run {run_name} " + ", ".join(f"{speed:.2f}" for speed in values)
+                     for run_name, values in speeds.items())
+    off = []
+    for run_name, values in speeds.items():
+        # Judged as shown (whole percent), so a 90% on the page is never called "more than 10% off".
+        outliers = [f"{index + 1} ({speed:.0%})" for index, speed in enumerate(values)
+                    if abs(round(speed, 2) - 1) > AGREEMENT + 1e-9]
+        if outliers:
+            off.append(f"run {run_name}'s repetition{'s' if len(outliers) > 1 else ''} {', '.join(outliers)}")
+    warning = (f" ⚠ More than {AGREEMENT:.0%} off across their cells: {'; '.join(off)}. A disturbed machine "
+               "shows this way; look there before blaming a design." if off else "")
+    return (f"Speed of each repetition (the median over its cells of requests/s ÷ the cell's median over "
+            f"both runs): {line}.{warning}\n\n")
+
+
 def _when(record: dict[str, Any]) -> str:
     environment = record["environment"]
     dirty = " (uncommitted changes)" if environment.get("dirty") else ""
@@ -162,7 +212,8 @@ def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[st
             cells = compare_cells(first, second)
             every_cell += cells
             verdict = summary(cells)
-            sections.append(f"{title}: {verdict}.\n\n{_outside(first, cells)}{cell_table(first, cells)}")
+            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}"
+                            f"{cell_table(first, cells)}")
         overview.append(f"| `{scenario_id}` | {_when(first)} | {_when(second)} | {verdict.replace('|', '/')} |")
     missing = sorted(first_run.keys() - second_run.keys())
     extra = sorted(second_run.keys() - first_run.keys())
