@@ -21,7 +21,7 @@ import pytest
 
 from conftest import CATALOGUE
 from harness import probe, processes, runner
-from harness.catalogue import REPO_ROOT
+from harness.catalogue import REPO_ROOT, Design
 from harness.records import write_json_atomic
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
@@ -245,11 +245,17 @@ def test_the_next_design_listens_on_the_port_the_last_one_left_in_time_wait(shar
         assert probe.get(server.host, server.port).status == 200
 
 
-def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_one(shared_port_in_time_wait: int,
-                                                                                  tmp_path: Path) -> None:
+WITHOUT_SO_REUSEADDR = [design for design in CATALOGUE.designs.values() if not design.reuses_address]
+
+
+def test_only_the_articles_naive_servers_say_they_bind_without_so_reuseaddr() -> None:
+    assert sorted(design.name for design in WITHOUT_SO_REUSEADDR) == ["async-101-naive-async", "async-101-naive-sync"]
+
+
+@pytest.mark.parametrize("naive", WITHOUT_SO_REUSEADDR, ids=lambda design: design.name)
+def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_one(
+        naive: Design, shared_port_in_time_wait: int, tmp_path: Path) -> None:
     port = shared_port_in_time_wait
-    naive = CATALOGUE.design("async-101-naive-sync")
-    assert not naive.reuses_address
     with pytest.raises(processes.ServerStartError) as refused:
         with design_on(naive.name, port, tmp_path):
             pass
