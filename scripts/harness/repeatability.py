@@ -117,8 +117,10 @@ def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str
                     (run_name, run["repetition"], run["requests_per_second"]) for run in runs)
     ratios: dict[tuple[str, int], list[float]] = {}
     for measured in per_cell.values():
+        if len(measured) < 2:
+            continue  # a cell measured once has no usual to compare with
         usual = statistics.median(rate for _, _, rate in measured)
-        if len(measured) < 2 or not usual:
+        if not usual:
             continue
         for run_name, repetition, rate in measured:
             ratios.setdefault((run_name, repetition), []).append(rate / usual)
