@@ -15,6 +15,15 @@ CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
 
 
+def tcp_sockets_on(port: int) -> list[list[str]]:
+    """The rows of /proc/net/tcp (Linux), split into fields, whose local port is `port`.
+
+    Field 3 is the state (0A listening, 06 TIME_WAIT); field 4 is tx_queue:rx_queue.
+    """
+    rows = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
+    return [fields for fields in (row.split() for row in rows) if int(fields[1].rsplit(":", 1)[1], 16) == port]
+
+
 @contextlib.contextmanager
 def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -> Iterator[processes.RunningServer]:
     """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit."""

@@ -33,7 +33,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-from conftest import CATALOGUE, started  # noqa: E402
+from conftest import CATALOGUE, started, tcp_sockets_on  # noqa: E402
 from harness import probe, processes, runner  # noqa: E402
 from harness.tools.ab import parse_summary  # noqa: E402
 
@@ -111,10 +111,8 @@ def test_the_naive_answers_break_http_framing(naive: str, tmp_path) -> None:
 
 def listen_queue_length(port: int) -> int | None:
     """Connections waiting in the accept queue of our listener, from /proc/net/tcp (Linux)."""
-    for row in Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]:
-        fields = row.split()
-        local_port = int(fields[1].rsplit(":", 1)[1], 16)
-        if fields[3] == "0A" and local_port == port:  # 0A: LISTEN; for a listener rx_queue is the accept queue
+    for fields in tcp_sockets_on(port):
+        if fields[3] == "0A":  # LISTEN; for a listener rx_queue is the accept queue
             return int(fields[4].split(":")[1], 16)
     return None
 

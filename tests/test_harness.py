@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CATALOGUE
+from conftest import CATALOGUE, tcp_sockets_on
 from harness import probe, processes, runner
 from harness.catalogue import REPO_ROOT, Design
 from harness.records import write_json_atomic
@@ -206,10 +206,8 @@ def test_the_catalogue_design_files_and_pages_exist() -> None:
 # --- One port for a whole run: TIME_WAIT stays bounded by the client's port range ---------------------
 
 def time_wait_on(port: int) -> int:
-    """Connections in TIME_WAIT whose local port is `port` (from /proc/net/tcp; state 06)."""
-    rows = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
-    return sum(1 for row in rows
-               if row.split()[3] == "06" and int(row.split()[1].rsplit(":", 1)[1], 16) == port)
+    """Connections in TIME_WAIT (state 06) whose local port is `port`."""
+    return sum(1 for fields in tcp_sockets_on(port) if fields[3] == "06")
 
 
 def design_on(name: str, port: int, tmp_path: Path):

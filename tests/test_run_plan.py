@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
