@@ -29,9 +29,7 @@ test: install  ## every test: servers, harness, tables, docs, code blocks, workf
 	$(PY) -m pytest
 
 bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), then the tables
-	$(PY) scripts/bench.py run
-	$(PY) scripts/bench.py run --out results/rerun
-	$(PY) scripts/bench.py render
+	scripts/refresh_benchmarks.sh $(PY)
 
 bench-quick: install
 	$(PY) scripts/bench.py run --quick

@@ -1,0 +1,51 @@
+"""scripts/refresh_benchmarks.sh (make bench, bench.yml): which failures it goes past, and its exit code.
+
+The script is run with a stand-in for Python that logs each bench.py step and exits with the
+code the test chose for it, so these tests take milliseconds and measure nothing.
+"""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = REPO_ROOT / "scripts" / "refresh_benchmarks.sh"
+ALL_STEPS = ["scripts/bench.py run", "scripts/bench.py run --out results/rerun", "scripts/bench.py render"]
+
+
+def refresh(tmp_path: Path, exit_codes: list[int]) -> tuple[int, list[str]]:
+    """Run the script with a fake interpreter whose n-th call exits with exit_codes[n]."""
+    log = tmp_path / "calls.log"
+    fake_python = tmp_path / "python"
+    codes = " ".join(str(code) for code in exit_codes)
+    fake_python.write_text(
+        "#!/usr/bin/env bash\n"
+        f'echo "$*" >> {log}\n'
+        f"codes=({codes})\n"
+        f'exit "${{codes[$(( $(wc -l < {log}) - 1 ))]}}"\n'
+    )
+    fake_python.chmod(0o755)
+    finished = subprocess.run([str(SCRIPT), str(fake_python)], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=30)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return finished.returncode, calls
+
+
+def test_every_step_runs_and_success_exits_0(tmp_path):
+    assert refresh(tmp_path, [0, 0, 0]) == (0, ALL_STEPS)
+
+
+@pytest.mark.parametrize("failing_step", [0, 1, 2])
+def test_a_failed_design_does_not_stop_the_refresh_but_is_reported_at_the_end(tmp_path, failing_step):
+    codes = [0, 0, 0]
+    codes[failing_step] = 1  # bench.py's code for "a design failed; its record was written"
+    assert refresh(tmp_path, codes) == (1, ALL_STEPS)
+
+
+@pytest.mark.parametrize("code", [2, 130, 137])
+def test_bad_input_an_interruption_or_a_crash_stops_at_once(tmp_path, code):
+    assert refresh(tmp_path, [code, 0, 0]) == (code, ALL_STEPS[:1])
+    # Also from the second run: the tables are not rendered from half a refresh.
+    (tmp_path / "calls.log").unlink()
+    assert refresh(tmp_path, [0, code, 0]) == (code, ALL_STEPS[:2])
