@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CATALOGUE, tcp_sockets_on
+from conftest import CATALOGUE, started, tcp_sockets_on
 from harness import probe, processes, runner
 from harness.catalogue import REPO_ROOT, Design
 from harness.records import write_json_atomic
@@ -279,3 +279,22 @@ def test_a_shared_port_that_something_else_took_is_replaced(monkeypatch) -> None
 def test_time_wait_overflows_are_counted_from_the_kernel() -> None:
     overflows = runner.time_wait_overflows()
     assert isinstance(overflows, int) and overflows >= 0
+
+
+def test_the_primer_sends_its_requests_at_once_and_a_sequential_server_still_answers_them_in_turn(tmp_path):
+    # 3 primer requests against a 0.3 s call: one call's time on a concurrent design, three on a
+    # sequential one (which is why it still flushes requests a time-limited level left queued).
+    timings = {}
+    for name in ("thread-per-connection", "sequential-sockets"):
+        with started(CATALOGUE.design(name), tmp_path, delay=0.3) as server:
+            begun = time.monotonic()
+            runner.prime(server.host, server.port)
+            timings[name] = time.monotonic() - begun
+    assert runner.PRIMER_REQUESTS == 3
+    assert timings["thread-per-connection"] < 0.8, timings
+    assert timings["sequential-sockets"] > 0.85, timings
+
+
+def test_the_primer_raises_when_the_server_does_not_answer():
+    with pytest.raises(OSError):
+        runner.prime(processes.LOOPBACK, processes.free_port())  # nothing listens there

@@ -11,6 +11,7 @@ after the last cell: an interrupted run leaves the previous record untouched.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import signal
@@ -97,9 +98,17 @@ def server_command(design: Design, port: int, delay: float, workdir: Path,
 
 
 def prime(host: str, port: int) -> None:
-    """A few requests before measuring, so first-request costs (imports, caches) are not timed."""
-    for _ in range(PRIMER_REQUESTS):
-        probe.exchange(host, port, f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode(), timeout=10)
+    """A few requests before measuring, so first-request costs (imports, caches) are not timed.
+
+    Sent at once, not one after another: a concurrent design answers them in one simulated call
+    (0.1 s, not 0.3 s, before each of a sweep's levels), and a sequential one still answers them
+    only after any requests left queued by the previous level. An error in any of them is raised.
+    """
+    request = f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with concurrent.futures.ThreadPoolExecutor(PRIMER_REQUESTS) as pool:
+        answers = [pool.submit(probe.exchange, host, port, request, timeout=10) for _ in range(PRIMER_REQUESTS)]
+    for answer in answers:
+        answer.result()
 
 
 def time_wait_sockets() -> int | None:
