@@ -17,6 +17,7 @@ from pathlib import Path
 SAMPLE_INTERVAL_SECONDS = 0.1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+PROC = Path("/proc")
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,15 @@ class GroupSample:
 def sample_group(pgid: int) -> GroupSample:
     """RSS and CPU ticks (own + reaped children) summed over the process group."""
     rss = ticks = count = 0
-    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+    # os.listdir, then one try around every read: a process may end between the listing and the
+    # read, and /proc then answers ENOENT or ESRCH (ProcessLookupError). Path.glob would stat each
+    # entry outside our try, and an ESRCH there once killed the sampler in the middle of a run.
+    for entry in os.listdir(PROC):
+        if not entry.isdigit():
+            continue
         try:
-            stat = stat_path.read_text()
-            statm = (stat_path.parent / "statm").read_text()
+            stat = (PROC / entry / "stat").read_text()
+            statm = (PROC / entry / "statm").read_text()
         except OSError:
             continue  # the process ended while we looked
         # The command name (field 2) may contain spaces: split after its closing parenthesis.

@@ -1,0 +1,56 @@
+"""harness.resources: summing a process group from /proc, with processes that end while we look.
+
+A fake /proc (a directory laid out like it) makes the cases exact; one check on the real /proc
+makes sure the layout we read is the kernel's.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import resources
+
+GROUP = 4242
+
+
+def fake_process(proc: Path, pid: int, pgrp: int, command: str, ticks: tuple[int, int, int, int],
+                 resident_pages: int) -> None:
+    utime, stime, cutime, cstime = ticks
+    (proc / str(pid)).mkdir()
+    # Fields after the command: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    # utime stime cutime cstime ...
+    (proc / str(pid) / "stat").write_text(
+        f"{pid} ({command}) S 1 {pgrp} {pgrp} 0 -1 0 0 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 1 0\n")
+    (proc / str(pid) / "statm").write_text(f"1000 {resident_pages} 100 10 0 500 0\n")
+
+
+def test_a_group_is_summed_and_other_groups_vanished_processes_and_other_entries_are_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_process(tmp_path, 100, GROUP, "python3", (10, 5, 2, 1), resident_pages=1000)
+    fake_process(tmp_path, 101, GROUP, "a name with ) and spaces", (1, 1, 0, 0), resident_pages=24)
+    fake_process(tmp_path, 200, GROUP + 1, "someone else", (999, 999, 0, 0), resident_pages=99999)
+    (tmp_path / "300").mkdir()  # listed, then gone before we read it: no stat, no statm
+    (tmp_path / "301").mkdir()
+    (tmp_path / "301" / "stat").mkdir()  # reading it fails with another OSError (EISDIR)
+    (tmp_path / "self").mkdir()  # not a process number
+    (tmp_path / "meminfo").write_text("MemTotal: 1 kB\n")
+    monkeypatch.setattr(resources, "PROC", tmp_path)
+
+    sample = resources.sample_group(GROUP)
+
+    assert sample == resources.GroupSample(rss_bytes=(1000 + 24) * resources.PAGE_BYTES,
+                                           cpu_ticks=18 + 2, processes=2)
+
+
+def test_a_real_group_is_found_in_the_real_proc() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        sample = resources.sample_group(child.pid)  # a new session: its pgid is its pid
+        assert sample.processes == 1
+        assert sample.rss_bytes > 1 << 20  # a Python interpreter holds more than a MiB
+    finally:
+        child.kill()
+        child.wait()
+    assert resources.sample_group(child.pid).processes == 0  # gone: nothing left to count
