@@ -10,7 +10,8 @@
 
 Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
-without it); 130 interrupted.
+without it, a broken catalogue); 3 a bug in the harness (traceback printed; every process it
+started was stopped); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import signal
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -29,7 +31,7 @@ from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameEr
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORK_HELP = "iterations of simulated CPU work per request (designs with supports_work only)"
 
 
@@ -165,13 +167,22 @@ def main(argv: list[str] | None = None) -> int:
     # Also when started with SIGINT ignored (a background job of a script): Ctrl-C must still clean up.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return args.handler(load_catalogue(args.catalogue), args)
+        try:
+            catalogue = load_catalogue(args.catalogue)
+        except (OSError, ValueError) as error:  # unreadable, not TOML (a ValueError), or inconsistent
+            print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted: every process started was stopped; no record was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception:  # noqa: BLE001 - not 1, which says "a design failed" and lets make bench go on
+        traceback.print_exc()
+        print("bug in the harness (the traceback above): every process started was stopped", file=sys.stderr)
+        return EXIT_HARNESS_BUG
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@
 #
 # A design that fails (bench.py exits 1) is data, not a reason to stop: its record says why, the
 # tables show it, and the other steps still run. The script then exits 1 at the end. Anything
-# else (2: bad input, 130: interrupted, or a crash) stops at once with that exit code, so a
-# Ctrl-C during the first run does not start the second.
+# else (2: bad input, 3: a bug in the harness, 130: interrupted, or killed by a signal) stops at
+# once with that exit code, so a Ctrl-C during the first run does not start the second.
 set -u
 python=${1:-.venv/bin/python}
 status=0

@@ -7,6 +7,7 @@ tests/fixtures/designs/.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -92,6 +93,29 @@ def test_an_unknown_name_exits_2_and_lists_the_known_ones(args: list[str]) -> No
     assert "sequential-sockets" in result.stderr or "from-scratch" in result.stderr
 
 
+def test_a_broken_catalogue_is_bad_input_and_says_where(tmp_path: Path) -> None:
+    (tmp_path / "designs.toml").write_text("[[design]\nname = ")  # not TOML
+    result = bench("--catalogue", str(tmp_path), "list")
+    assert result.returncode == 2
+    assert f"the catalogue in {tmp_path}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_bug_in_the_harness_exits_3_not_1_which_means_a_design_failed(monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    spec = importlib.util.spec_from_file_location("bench_under_test", REPO_ROOT / "scripts" / "bench.py")
+    bench_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_module)
+
+    def broken_listing(catalogue: object, args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(bench_module, "command_list", broken_listing)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # main() would install its handlers in pytest
+    assert bench_module.main(["list"]) == 3
+    stderr = capsys.readouterr().err
+    assert "RuntimeError: a bug" in stderr and "bug in the harness" in stderr
+
+
 def test_a_busy_port_is_named() -> None:
     with socket.create_server(("127.0.0.1", 0)) as squatter:
         port = squatter.getsockname()[1]
@@ -106,6 +130,21 @@ def test_a_missing_load_tool_says_how_to_install_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "ab is not installed" in result.stderr and "apt-get install apache2-utils" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
+def test_fewer_repetitions_of_a_whole_scenario_go_to_build_not_to_the_published_results() -> None:
+    """`run --repeat K` (what the methodology page offers for a shorter run) never replaces results/."""
+    published = REPO_ROOT / "results" / "async-101.json"
+    before = published.read_bytes()
+    result = bench("run", "--scenario", "async-101", "--repeat", "1")
+    assert result.returncode in (0, 1), result.stderr  # 1 would mean a design failed: its record is still written
+    written = REPO_ROOT / "build" / "results" / "async-101.json"
+    assert f"Wrote {written}" in result.stdout
+    record = json.loads(written.read_text())
+    assert record["mode"] == "full" and record["settings"]["repeat"] == 1
+    assert {run["repetition"] for design in record["designs"] for run in design["runs"]} == {0}
+    assert published.read_bytes() == before
 
 
 @pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")

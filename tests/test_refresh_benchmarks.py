@@ -43,8 +43,8 @@ def test_a_failed_design_does_not_stop_the_refresh_but_is_reported_at_the_end(tm
     assert refresh(tmp_path, codes) == (1, ALL_STEPS)
 
 
-@pytest.mark.parametrize("code", [2, 130, 137])
-def test_bad_input_an_interruption_or_a_crash_stops_at_once(tmp_path, code):
+@pytest.mark.parametrize("code", [2, 3, 130, 137])
+def test_bad_input_a_harness_bug_an_interruption_or_a_kill_stops_at_once(tmp_path, code):
     assert refresh(tmp_path, [code, 0, 0]) == (code, ALL_STEPS[:1])
     # Also from the second run: the tables are not rendered from half a refresh.
     (tmp_path / "calls.log").unlink()
