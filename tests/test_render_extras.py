@@ -265,6 +265,24 @@ def test_the_environment_table_says_how_long_each_scenario_and_the_whole_run_too
     assert "took 5 min 19 s in all" in table
 
 
+def test_the_environment_table_says_how_long_a_load_tool_ran_ceiling_included() -> None:
+    records = {name: fixture(name) for name in ("async-101", "concurrency-models")}
+    for record in records.values():
+        for design in record["designs"]:
+            for run in design["runs"]:
+                run["duration_s"] = 2.0
+        design["runs"][0]["duration_s"] = None  # a failed cell has no duration: it counts as 0
+    records["concurrency-models"]["ceiling"] = {"runs": [{"duration_s": 30.0}]}
+    cells = {name: sum(len(design["runs"]) for design in record["designs"]) for name, record in records.items()}
+    expected = {name: 2.0 * (count - 1) for name, count in cells.items()}
+    expected["concurrency-models"] += 30.0
+    table = render.environment_table(records)
+    rows = {name: next(line for line in table.splitlines() if line.startswith(f"| `{name}` |")) for name in records}
+    for name, seconds in expected.items():
+        assert rows[name].endswith(f"| {render.format_duration(seconds)} |"), (name, rows[name])
+    assert f"A load tool was running for {render.format_duration(sum(expected.values()))} of it" in table
+
+
 def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
     """A blocking design may run under the scenario's time_limit_blocking: its row names that limit."""
     record = fixture("concurrency-models")

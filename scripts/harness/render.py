@@ -265,10 +265,17 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
+def load_seconds(record: dict[str, Any]) -> float:
+    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
+    outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
+    return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
+
+
 def environment_table(records: dict[str, dict[str, Any]]) -> str:
     """One row per results file: where and how its numbers were made, and how long that took."""
-    lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) | Took |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) | Took "
+             "| Under load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for scenario_id, record in records.items():
         environment = record["environment"]
         pinning = environment["pinning"]
@@ -280,10 +287,13 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
             f"{environment['cpu_count']} CPUs, {environment['memory_gib']} GiB, {environment['runner']} | {pinned} | "
             f"{environment['kernel']} / {environment['python']} | {', '.join(environment['tools'].values())} | "
             f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} | "
-            f"{format_duration(wall_seconds(record))} |")
+            f"{format_duration(wall_seconds(record))} | {format_duration(load_seconds(record))} |")
     total = sum(wall_seconds(record) for record in records.values())
+    under_load = sum(load_seconds(record) for record in records.values())
     lines.append("")
-    lines.append(f"Measuring every scenario above took {format_duration(total)} in all (the sum of their run times).")
+    lines.append(f"Measuring every scenario above took {format_duration(total)} in all (the sum of their run times). "
+                 f"A load tool was running for {format_duration(under_load)} of it (the sum of every cell's measured "
+                 "duration); the rest went to starting, verifying, priming and stopping servers.")
     return "\n".join(lines) + "\n"
 
 
