@@ -45,6 +45,12 @@ def wall_seconds(record: dict[str, Any]) -> float:
     return (finished - started).total_seconds()
 
 
+def load_seconds(record: dict[str, Any]) -> float:
+    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
+    outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
+    return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
+
+
 def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
     return results_dir / f"{scenario_id}.json"
 

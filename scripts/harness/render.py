@@ -30,7 +30,7 @@ from harness.cells import (
     tool_bound,
 )
 from harness.memory import memory_page
-from harness.records import RESULTS_DIR, load_records, rerun_dir, wall_seconds
+from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
 from harness.stats import spread
 
@@ -263,12 +263,6 @@ def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
 def format_duration(seconds: float) -> str:
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
-
-
-def load_seconds(record: dict[str, Any]) -> float:
-    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
-    outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
-    return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
 
 
 def environment_table(records: dict[str, dict[str, Any]]) -> str:
