@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import probe, processes, render, runner  # noqa: E402
+from harness import launcher, plan, probe, processes, render, runner, verify  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
@@ -58,7 +58,7 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    command = runner.server_command(design, args.port, args.delay, runner.LOG_DIR / "serve" / design.name,
+    command = launcher.server_command(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
                                     work=args.work)
     print("$ " + " ".join(command), file=sys.stderr, flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
@@ -73,11 +73,10 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Start a design, show its answer to GET /, verify it, stop it."""
     design = catalogue.design(args.name)
     port = processes.free_port()
-    workdir = runner.LOG_DIR / "check" / design.name
-    command = runner.server_command(design, port, args.delay, workdir, work=args.work)
-    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
-        problems = runner.VERIFIERS[design.kind](server.host, server.port)
-        if design.kind in runner.HTTP_KINDS:
+    workdir = launcher.LOG_DIR / "check" / design.name
+    with launcher.running_design(design, port, args.delay, workdir, work=args.work) as server:
+        problems = verify.verify(design, server.host, server.port)
+        if design.kind in verify.HTTP_KINDS:
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
     print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
           f"exit code on {design.stop_signal.name} {server.exit_code}")
@@ -93,7 +92,7 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     selected = [(scenario, names) for scenario, names in selected if names != []]
     for scenario, _ in selected:
         require_tool(scenario.tool)  # a missing tool stops the run before the first cell, not midway
-    progress = runner.plan_run(catalogue, selected, args.quick, args.repeat)
+    progress = plan.plan_run(catalogue, selected, args.quick, args.repeat)
     any_failed = False
     for scenario, names in selected:
         path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
@@ -173,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
