@@ -4,7 +4,7 @@
     python scripts/bench.py list [--json]
     python scripts/bench.py scenarios [--json]
     python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
-    python scripts/bench.py check NAME [--work N]
+    python scripts/bench.py check NAME [--work N] [--keep-alive]
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py render [--check]
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -70,15 +71,22 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Start a design, show its answer to GET /, verify it, stop it."""
+    """Start a design, show its answer to GET /, verify it (in keep-alive mode if asked), stop it."""
     design = catalogue.design(args.name)
+    refused = verify.refusal(design, "check --keep-alive", args.keep_alive)
+    if refused:
+        print(f"{design.name}: {refused}", file=sys.stderr)
+        return EXIT_FAILED
     port = processes.free_port()
     workdir = launcher.LOG_DIR / "check" / design.name
     with launcher.running_design(design, port, args.delay, workdir, work=args.work) as server:
-        problems = verify.verify(design, server.host, server.port)
-        if design.kind in verify.HTTP_KINDS:
+        print("$ " + shlex.join(server.command), file=sys.stderr, flush=True)
+        verification = verify.verify(design, server.host, server.port, keep_alive=args.keep_alive)
+        if design.kind in verify.HTTP_KINDS and not args.keep_alive:
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
-    print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
+    problems = verification.problems
+    proven = f" ({', '.join(f'{key} {value}' for key, value in verification.proven.items())})" if not problems else ""
+    print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}{proven}; "
           f"exit code on {design.stop_signal.name} {server.exit_code}")
     return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
 
@@ -141,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("name")
     check.add_argument("--delay", type=float, default=0.0)
     check.add_argument("--work", type=int, default=0, help=WORK_HELP)
+    check.add_argument("--keep-alive", action="store_true",
+                       help="check that it answers several requests on one connection (keep_alive = true designs)")
     check.set_defaults(handler=command_check)
     run = commands.add_parser("run", help="measure designs under a scenario")
     run.add_argument("--scenario", help="one scenario id (default: every scenario)")

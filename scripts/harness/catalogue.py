@@ -41,6 +41,9 @@ class Design:
     # Binds with SO_REUSEADDR, so it can listen on a port that still holds TIME_WAIT connections
     # (the harness then gives it the run's shared port; otherwise a fresh one).
     reuses_address: bool = True
+    # HTTP/1.1 persistent connections: several requests on one connection (checked before a keep-alive scenario).
+    keep_alive: bool = False
+    pipelining: bool = False  # answers requests sent back to back before the first answer, in order
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -65,6 +68,8 @@ class Design:
             "malformed_request_status": self.malformed_request_status,
             "supports_work": self.supports_work,
             "reuses_address": self.reuses_address,
+            "keep_alive": self.keep_alive,
+            "pipelining": self.pipelining,
             **self.extra,
         }
 
@@ -114,7 +119,7 @@ class Scenario:
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
                   "config_template", "stop_signals", "oversized_head_status", "malformed_request_status",
-                  "supports_work", "reuses_address"}
+                  "supports_work", "reuses_address", "keep_alive", "pipelining"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",

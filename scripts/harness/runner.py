@@ -15,6 +15,8 @@ plan and the progress lines plan.py's, the checks before measuring verify.py's.
 from __future__ import annotations
 
 import contextlib
+import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,49 +39,75 @@ class DesignOutcome:
     stderr_tail: str = ""
     server_exit_codes: list[int | None] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    verified: dict[str, Any] = field(default_factory=dict)  # what the checks before measuring proved
 
-    def fail(self, problem: str, stderr_tail: str = "") -> None:
-        self.status = "failed"
+    def fail(self, problem: str, stderr_tail: str = "", status: str = "failed") -> None:
+        """Record a failure ("failed"), or a refusal ("refused": it cannot do what the scenario asks)."""
+        self.status = status
         self.problems.append(problem)
         self.stderr_tail = stderr_tail or self.stderr_tail
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.design.name, "title": self.design.title, "model": self.design.model,
                 "reproduces": self.design.reproduces, "status": self.status, "problems": self.problems,
-                "stderr_tail": self.stderr_tail, "server_exit_codes": self.server_exit_codes, "runs": self.runs}
+                "verified": self.verified, "stderr_tail": self.stderr_tail,
+                "server_exit_codes": self.server_exit_codes, "runs": self.runs}
+
+
+def announce(role: str, command: list[str]) -> None:
+    """Print a command line as it runs (as vmbench does), so any cell can be re-run by hand."""
+    print(f"    {role}: {shlex.join(command)}", file=sys.stderr, flush=True)
 
 
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
                         tool: Any, pinning: dict[str, str | None], progress: plan.Progress) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
     design = outcome.design
+    keep_alive, pipelining = bool(settings.get("keep_alive")), bool(settings.get("pipelining"))
+    refused = verify.refusal(design, f"scenario {scenario.id!r}", keep_alive, pipelining)
+    if refused:  # its catalogue entry says it cannot: not even started
+        outcome.fail(refused, status="refused")
+        return
     port = ports.run_port("server", design)
     log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
         with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
                                      work=settings.get("work", 0)) as server, \
                 contextlib.ExitStack() as front:
+            announce("server", server.command)
+            commands = {"server_command": server.command}
             target = server
             if settings.get("proxy"):
                 target = front.enter_context(launcher.reverse_proxy(settings["proxy"], server.port, log_dir,
                                                                     pinning["server"]))
-            problems = verify.verify(design, target.host, target.port)
-            if problems:
-                outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
+                announce("proxy", target.command)
+                commands["proxy_command"] = target.command
+            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining)
+            if verification.problems:
+                outcome.fail("; ".join(verification.problems) if verification.refused
+                             else "verification failed: " + "; ".join(verification.problems),
+                             server.stderr_tail(), status="refused" if verification.refused else "failed")
                 return
+            outcome.verified = verification.proven
             url = f"http://{target.host}:{target.port}/"
             for label, concurrency, overrides in plan.levels(settings):
                 level_settings = {**settings, **overrides}
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
                 if design.kind in verify.HTTP_KINDS:
-                    verify.prime(target.host, target.port)
+                    verify.prime(target.host, target.port, keep_alive)
                 progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
+                workdir = log_dir / label.replace("=", "")
+                announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
+                                                  pinning["load"]))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
                 with GroupSampler(server.process.pid) as sampler:
-                    run = tool.run(url, concurrency, level_settings, log_dir / label.replace("=", ""), pinning["load"])
+                    run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
                 overflows_after = ports.time_wait_overflows()
                 run.setdefault("requests_requested", level_settings["requests"])  # an adapter may know better
+                # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
+                run.update(commands, load_command=processes.pinned(run["command"], pinning["load"])
+                           if run.get("command") else None)
                 run.update(repetition=repetition, time_wait_before=time_wait_before,
                            time_wait_overflows=None if None in (overflows_before, overflows_after)
                            else overflows_after - overflows_before,
@@ -121,7 +149,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         order = designs if repetition % 2 == 0 else list(reversed(designs))
         for design in order:
             outcome = outcomes[design.name]
-            if outcome.status == "failed":
+            if outcome.status != "ok":
                 progress.skip(len(plan.levels(settings)))  # skipped cells still count as done
                 continue
             if not quick:  # a quick run trades this care for time

@@ -106,7 +106,7 @@ class Hey:
         version = answer.stdout.strip() if answer.returncode == 0 else ""
         return f"hey {version}" if version else "hey (version unknown)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any]) -> list[str]:
+    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
         timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
         command: list[str] = []
         if settings.get("time_limit"):
