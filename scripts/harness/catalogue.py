@@ -153,7 +153,10 @@ def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], li
 
 
 def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
-    """Parse every catalogue file and check that names are unique and scenarios name known designs."""
+    """Parse every catalogue file and check names, settings (settings.py) and the designs scenarios name."""
+    from harness.settings import SettingsError, check_scenario  # noqa: PLC0415 - see below
+    from harness.tools import TOOLS  # noqa: PLC0415 - the adapters import this module: not at the top
+
     design_entries, scenario_entries = read_entries(directory)
     designs: dict[str, Design] = {}
     for path, entry in design_entries:
@@ -165,6 +168,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
         designs[design.name] = design
     scenarios: dict[str, Scenario] = {}
     for path, entry in scenario_entries:
+        tool = TOOLS.get(entry.get("tool", ""))
+        if tool is None:
+            raise SettingsError(f"{path}: scenario {entry.get('id')!r}: unknown tool {entry.get('tool')!r}; "
+                                f"known: {', '.join(sorted(TOOLS))}")
+        check_scenario(path, entry, tool.name, tool.reads)
         scenario = Scenario(
             id=entry["id"],
             title=entry["title"],
@@ -181,9 +189,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             published=entry.get("published", {}),
             options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
         )
-        for name in scenario.designs:
+        for name in [*scenario.designs, *(scenario.options[key] for key in ("ceiling", "relative_to")
+                                          if key in scenario.options)]:
             if name not in designs:
-                raise UnknownNameError("design", name, sorted(designs))
+                raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
+                                 f"catalogue; known designs: {', '.join(sorted(designs))}")
         asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
         unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
         if unable:  # caught here, not when the run reaches them

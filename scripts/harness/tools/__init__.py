@@ -1,7 +1,7 @@
 """Load tools: each adapter builds its command line and parses what the tool emits.
 
 An adapter module defines `TOOL`, an object with `name`, `executable`,
-`install_hint`, `version()`, `command(url, concurrency, settings, workdir)` (the
+`install_hint`, `reads` (the scenario settings it reads: see settings.py), `version()`, `command(url, concurrency, settings, workdir)` (the
 command line it will run, printed by the runner before the run) and
 `run(url, concurrency, settings, workdir, cpu)`.
 `run` returns one record with the same keys whatever the tool:
@@ -26,6 +26,7 @@ class LoadTool(Protocol):
     name: str
     executable: str
     install_hint: str
+    reads: frozenset[str]
 
     def version(self) -> str: ...
 

@@ -94,6 +94,8 @@ def parse_run(csv_text: str, requests_expected: int | None) -> dict[str, Any]:
 
 class Hey:
     name = "hey"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"requests", "concurrency", "time_limit", "keep_alive", "timeout"})
     executable = "hey"
     install_hint = "sudo apt-get install hey"
 

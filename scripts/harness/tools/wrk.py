@@ -82,6 +82,8 @@ def duration_seconds(time_limit: float) -> int:
 
 class Wrk:
     name = "wrk"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads"})
     executable = "wrk"
     install_hint = "sudo apt-get install wrk"
 
