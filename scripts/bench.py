@@ -56,18 +56,26 @@ def command_scenarios(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
+    """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM.
+
+    Exits with the design's own exit status: after Ctrl-C or SIGTERM, the status it stopped with
+    (0 after a graceful stop), 128 + N if a signal N ended it.
+    """
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
     command = launcher.server_command(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
-                                    work=args.work)
-    print("$ " + " ".join(command), file=sys.stderr, flush=True)
+                                      work=args.work)
+    print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
     try:
-        return process.wait()
-    finally:
+        status = process.wait()
+    except KeyboardInterrupt:
         # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
-        processes.stop_process_group(process, stop_signal=design.stop_signal)
+        status = processes.stop_process_group(process, stop_signal=design.stop_signal)
+        print(f"{design.name} stopped on {design.stop_signal.name}: exit status {status}", file=sys.stderr)
+    finally:
+        processes.stop_process_group(process, stop_signal=design.stop_signal)  # nothing left if it ended already
+    return status if status >= 0 else 128 - status  # killed by signal N: 128 + N, as a shell reports it
 
 
 def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:

@@ -336,3 +336,34 @@ def test_the_primer_sends_its_requests_at_once_and_a_sequential_server_still_ans
 def test_the_primer_raises_when_the_server_does_not_answer():
     with pytest.raises(OSError):
         verify.prime(processes.LOOPBACK, processes.free_port())  # nothing listens there
+
+
+# --- serve: the design's own exit status --------------------------------------------------------------
+
+@pytest.mark.parametrize(("catalogue", "name", "signum", "expected"), [
+    (None, "thread-per-connection", signal.SIGINT, 0),
+    (None, "thread-per-connection", signal.SIGTERM, 0),
+    (BROKEN_CATALOGUE, "stops-with-status-3", signal.SIGINT, 3),
+], ids=["ctrl-c", "sigterm", "design-exits-3"])
+def test_serve_exits_with_the_designs_own_status_after_a_stop_signal(catalogue, name, signum, expected) -> None:
+    port = processes.free_port()
+    options = ["--catalogue", str(catalogue)] if catalogue else []
+    serving = subprocess.Popen([*BENCH, *options, "serve", name, "--port", str(port)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((processes.LOOPBACK, port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        serving.send_signal(signum)
+        _, stderr = serving.communicate(timeout=30)
+    finally:
+        if serving.poll() is None:
+            serving.send_signal(signal.SIGINT)
+            serving.communicate(timeout=30)
+    assert serving.returncode == expected, stderr
+    assert "no record was written" not in stderr and "interrupted" not in stderr
+    assert f"exit status {expected}" in stderr

@@ -9,6 +9,7 @@ a tiny keep-alive server, and sequential-sockets twice, declared and undeclared 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,17 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
     run = keeps["runs"][0]
     assert run["keep_alive"] is True and "-disable-keepalive" not in run["command"]
     assert run["complete"] == 200 and run["failed"] == 0
+
+
+@pytest.mark.skipif(shutil.which("hey") is None, reason="needs hey, which `make test` installs")
+def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_path: Path) -> None:
+    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
+                             "keep-alive-test", "--design", "keeps-alive", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    run = json.loads((tmp_path / "keep-alive-test.json").read_text())["designs"][0]["runs"][0]
+    server, load = run["server_command"], run["load_command"]
+    assert str(REPO_ROOT / "tests/fixtures/keep_alive/keep_alive_server.py") in server and "--port" in server
+    assert load[-len(run["command"]):] == run["command"] and load[0] in ("taskset", "hey")
+    assert "proxy_command" not in run  # no proxy in this scenario
+    assert f"server: {shlex.join(server)}" in result.stderr and f"load: {shlex.join(load)}" in result.stderr
