@@ -8,10 +8,11 @@
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py render [--check]
 
-Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
+Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
 without it, a broken catalogue); 3 a bug in the harness (traceback printed; every process it
-started was stopped); 130 interrupted.
+started was stopped); 130 interrupted. `serve` instead exits with the design's own
+exit status once it is stopped (0 after a graceful stop).
 """
 
 from __future__ import annotations
