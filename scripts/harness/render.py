@@ -12,6 +12,8 @@ missing, or should no longer exist: a page can never show a stale number.
 
 from __future__ import annotations
 
+import statistics
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,13 @@ def _completed(row: Row) -> str:
     return completed_label(row.cell, limit, row.record["scenario"]["tool"] == "wrk")
 
 
+def _cpu_per_request(row: Row) -> str:
+    """The server's CPU time per answered request (its whole process group, sampled around the run)."""
+    costs = [run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6 for run in row.cell["runs"]
+             if (run.get("server_resources") or {}).get("cpu_seconds") is not None and run.get("complete")]
+    return f"{statistics.median(costs):,.0f}" if costs else "–"
+
+
 def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
     """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for."""
     settings, published = record["settings"], record["scenario"].get("published", {})
@@ -134,6 +143,8 @@ def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
         chosen.append(("Total time, s, median (min–max)", _duration))
     if settings.get("relative_to"):
         chosen.append((f"% of {settings['relative_to']}", _relative))
+    if settings.get("cpu_per_request"):
+        chosen.append(("Server CPU µs per request, median", _cpu_per_request))
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import echo_probe, probe, processes
+from harness import echo_probe, pipelining, probe, processes
 from harness.catalogue import REPO_ROOT, Catalogue, Design, Scenario, UnknownNameError
 from harness.environment import describe_machine, utc_now
 from harness.resources import GroupSampler
@@ -347,6 +347,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             if settings.get("proxy"):
                 target = front.enter_context(reverse_proxy(settings["proxy"], server.port, log_dir, pinning["server"]))
             problems = VERIFIERS[design.kind](target.host, target.port)
+            if not problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: answers in order?
+                problems = pipelining.verify_pipelining(target.host, target.port)
             if problems:
                 outcome.fail("verification failed: " + "; ".join(problems), server.stderr_tail())
                 return
