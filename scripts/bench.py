@@ -17,7 +17,6 @@ started was stopped); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import netem, probe, processes, render, runner  # noqa: E402
+from harness import probe, processes, render, runner  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
@@ -97,10 +96,7 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     progress = runner.plan_run(catalogue, selected, args.quick, args.repeat)
     any_failed = False
     for scenario, names in selected:
-        delay_ms = scenario.settings(args.quick).get("loopback_delay_ms")
-        # A scenario over a slow path runs in a private network namespace whose loopback delays every packet.
-        with netem.delayed_loopback(delay_ms) if delay_ms else contextlib.nullcontext():
-            path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
+        path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
         print(render.scenario_table(record))
         print(f"Wrote {path}")
         failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
@@ -177,8 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError,
-            netem.NetemUnavailableError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -70,6 +70,17 @@ def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | N
         yield proxy
 
 
+@contextlib.contextmanager
+def delayed_path(upstream_port: int, one_way_ms: float, log_dir: Path,
+                 cpu: str | None) -> Iterator[processes.RunningServer]:
+    """harness/delay_proxy.py in front of a design (scenario option `network_delay_ms`), on the tool's CPU."""
+    port = run_port("proxy")
+    command = [sys.executable, str(Path(__file__).with_name("delay_proxy.py")), "--port", str(port),
+               "--upstream-port", str(upstream_port), "--one-way-ms", f"{one_way_ms:g}"]
+    with processes.running_server(command, port, log_dir / "delay-proxy", cpu=cpu) as proxy:
+        yield proxy
+
+
 class UnsupportedWorkError(ValueError):
     """Simulated CPU work (--work N) asked of a design that cannot do it: bad input, like an unknown name."""
 
@@ -346,6 +357,9 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             target = server
             if settings.get("proxy"):
                 target = front.enter_context(reverse_proxy(settings["proxy"], server.port, log_dir, pinning["server"]))
+            if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
+                target = front.enter_context(delayed_path(target.port, settings["network_delay_ms"], log_dir,
+                                                          pinning["load"]))
             problems = VERIFIERS[design.kind](target.host, target.port)
             if not problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: answers in order?
                 problems = pipelining.verify_pipelining(target.host, target.port)
