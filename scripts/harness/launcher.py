@@ -91,3 +91,14 @@ def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | N
     command = [part.format(config=config, workdir=workdir) for part in PROXY_COMMAND]
     with processes.running_server(command, port, workdir, cpu=cpu, stop_signal=signal.SIGQUIT) as proxy:
         yield proxy
+
+
+@contextlib.contextmanager
+def delayed_path(upstream_port: int, one_way_ms: float, log_dir: Path,
+                 cpu: str | None) -> Iterator[processes.RunningServer]:
+    """harness/delay_proxy.py in front of a design (scenario setting `network_delay_ms`), on the tool's CPU."""
+    port = ports.run_port("proxy")
+    command = [sys.executable, str(Path(__file__).with_name("delay_proxy.py")), "--port", str(port),
+               "--upstream-port", str(upstream_port), "--one-way-ms", f"{one_way_ms:g}"]
+    with processes.running_server(command, port, log_dir / "delay-proxy", cpu=cpu) as proxy:
+        yield proxy

@@ -134,8 +134,8 @@ def exchange_on_one_connection(host: str, port: int, requests: list[bytes], pipe
 
 
 def get(host: str, port: int, path: str = "/", extra_headers: str = "", timeout: float = READ_TIMEOUT_SECONDS) -> RawResponse:
-    """One plain GET, parsed."""
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{extra_headers}\r\n".encode("ascii")
+    """One plain GET asking the server to close after it (a keep-alive server otherwise keeps it open), parsed."""
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n{extra_headers}\r\n".encode("ascii")
     return parse_response(exchange(host, port, request, timeout))
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import launcher, plan, ports, processes, verify
+from harness import pipelining as pipelining_check
 from harness.catalogue import Catalogue, Design, Scenario
 from harness.environment import describe_machine, utc_now
 from harness.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
@@ -82,7 +83,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                                                                     pinning["server"]))
                 announce("proxy", target.command)
                 commands["proxy_command"] = target.command
+            if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
+                target = front.enter_context(launcher.delayed_path(target.port, settings["network_delay_ms"],
+                                                                   log_dir, pinning["load"]))
+                announce("delay proxy", target.command)
+                commands["delay_proxy_command"] = target.command
             verification = verify.verify(design, target.host, target.port, keep_alive, pipelining)
+            if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
+                verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
             if verification.problems:
                 outcome.fail("; ".join(verification.problems) if verification.refused
                              else "verification failed: " + "; ".join(verification.problems),

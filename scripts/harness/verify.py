@@ -77,7 +77,9 @@ def prime(host: str, port: int, keep_alive: bool = False) -> None:
     is read by its Content-Length (the server keeps the connection: reading until close would wait
     for its idle timeout). An error in any of them is raised.
     """
-    request = f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    # Without keep-alive, ask to close: a design that can keep alive would otherwise hold the connection.
+    close = "" if keep_alive else "Connection: close\r\n"
+    request = f"GET / HTTP/1.1\r\nHost: {host}\r\n{close}\r\n".encode()
 
     def ask() -> object:
         if keep_alive:
