@@ -82,7 +82,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                                                                     pinning["server"]))
                 announce("proxy", target.command)
                 commands["proxy_command"] = target.command
-            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining)
+            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
+                                         tool.keep_alive_version or "HTTP/1.1")
             if verification.problems:
                 outcome.fail("; ".join(verification.problems) if verification.refused
                              else "verification failed: " + "; ".join(verification.problems),
