@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness import processes
-from harness.catalogue import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 CLIENT = REPO_ROOT / "scripts" / "echo_client.py"
 GRACE_SECONDS = 30  # beyond the client's own --timeout, before the harness kills it

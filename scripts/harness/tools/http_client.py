@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import processes
-from harness.catalogue import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 CLIENT = REPO_ROOT / "scripts" / "http_load.py"
 TIMELINE_MAX_ENTRIES = 2000
