@@ -82,7 +82,7 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
                              "keep-alive-test", "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert result.returncode == 1, result.stderr  # like any failed design
-    assert "FAILED in keep-alive-test: closes, claims-but-closes" in result.stderr
+    assert "FAILED in keep-alive-test: closes (refused), claims-but-closes (refused)" in result.stderr
     record = json.loads((tmp_path / "keep-alive-test.json").read_text())
     by_name = {design["name"]: design for design in record["designs"]}
 
