@@ -96,7 +96,8 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
 
     keeps = by_name["keeps-alive"]
     assert keeps["status"] == "ok", keeps["problems"]
-    assert keeps["verified"] == {"answer": True, "keep_alive": True, "keep_alive_requests": 3, "http_version": "HTTP/1.1"}
+    assert keeps["verified"] == {"answer": True, "keep_alive": True, "keep_alive_requests": 3,
+                                 "http_version": "HTTP/1.1"}
     run = keeps["runs"][0]
     assert run["keep_alive"] is True and "-disable-keepalive" not in run["command"]
     assert run["complete"] == 200 and run["failed"] == 0
@@ -134,7 +135,8 @@ def test_an_ab_scenario_verifies_keep_alive_the_way_ab_asks_for_it(tmp_path: Pat
                              "keep-alive-ab", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
                             cwd=REPO_ROOT)
     assert result.returncode == 1, result.stderr
-    by_name = {design["name"]: design for design in json.loads((tmp_path / "keep-alive-ab.json").read_text())["designs"]}
+    record = json.loads((tmp_path / "keep-alive-ab.json").read_text())
+    by_name = {design["name"]: design for design in record["designs"]}
     assert by_name["forgets-http10"]["status"] == "refused" and by_name["forgets-http10"]["runs"] == []
     keeps = by_name["keeps-alive"]
     assert keeps["status"] == "ok" and keeps["verified"]["http_version"] == "HTTP/1.0"
