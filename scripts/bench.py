@@ -115,7 +115,8 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
         path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
         print(render.scenario_table(record))
         print(f"Wrote {path}")
-        failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+        failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
+                  for design in record["designs"] if design["status"] != "ok"]
         if failed:
             any_failed = True
             print(f"FAILED in {scenario.id}: {', '.join(failed)} (see the table and build/logs/)", file=sys.stderr)

@@ -82,7 +82,7 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
                              "keep-alive-test", "--out", str(tmp_path)],
                             capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert result.returncode == 1, result.stderr  # like any failed design
-    assert "FAILED in keep-alive-test: closes, claims-but-closes" in result.stderr
+    assert "FAILED in keep-alive-test: closes (refused), claims-but-closes (refused)" in result.stderr
     record = json.loads((tmp_path / "keep-alive-test.json").read_text())
     by_name = {design["name"]: design for design in record["designs"]}
 
@@ -96,7 +96,8 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
 
     keeps = by_name["keeps-alive"]
     assert keeps["status"] == "ok", keeps["problems"]
-    assert keeps["verified"] == {"answer": True, "keep_alive": True, "keep_alive_requests": 3}
+    assert keeps["verified"] == {"answer": True, "keep_alive": True, "keep_alive_requests": 3,
+                                 "http_version": "HTTP/1.1"}
     run = keeps["runs"][0]
     assert run["keep_alive"] is True and "-disable-keepalive" not in run["command"]
     assert run["complete"] == 200 and run["failed"] == 0
@@ -114,3 +115,30 @@ def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_pat
     assert load[-len(run["command"]):] == run["command"] and load[0] in ("taskset", "hey")
     assert "proxy_command" not in run  # no proxy in this scenario
     assert f"server: {shlex.join(server)}" in result.stderr and f"load: {shlex.join(load)}" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "closed", "problem"), [
+    ("keeps-alive", False, None),
+    ("forgets-http10", True, "no Connection: keep-alive in answer to an HTTP/1.0 keep-alive request"),
+])
+def test_http10_keep_alive_needs_the_servers_connection_keep_alive(tmp_path: Path, name, closed, problem) -> None:
+    with started(KEEP_ALIVE_CATALOGUE.design(name), tmp_path) as server:
+        assert probe.verify_http_keep_alive(server.host, server.port) == (False, [])  # HTTP/1.1 is fine for both
+        found_closed, problems = probe.verify_http_keep_alive(server.host, server.port, http_version="HTTP/1.0")
+    assert found_closed is closed
+    assert (problems[0].endswith(problem) if problem else problems == [])
+
+
+@pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
+def test_an_ab_scenario_verifies_keep_alive_the_way_ab_asks_for_it(tmp_path: Path) -> None:
+    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
+                             "keep-alive-ab", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT)
+    assert result.returncode == 1, result.stderr
+    record = json.loads((tmp_path / "keep-alive-ab.json").read_text())
+    by_name = {design["name"]: design for design in record["designs"]}
+    assert by_name["forgets-http10"]["status"] == "refused" and by_name["forgets-http10"]["runs"] == []
+    keeps = by_name["keeps-alive"]
+    assert keeps["status"] == "ok" and keeps["verified"]["http_version"] == "HTTP/1.0"
+    assert "-k" in keeps["runs"][0]["command"] and keeps["runs"][0]["complete"] == 200
+    assert keeps["runs"][0]["keep_alive_requests"] == 200  # ab's own count: every answer came on a kept connection

@@ -61,8 +61,8 @@ def test_the_pipelining_check_counts_frames_and_statuses(raw: bytes, problem: st
         assert any(found.startswith(problem) for found in problems), problems
 
 
-PIPELINING = [design for design in HTTP_DESIGNS if design.extra.get("pipelining")]
-KEEP_ALIVE = [design for design in HTTP_DESIGNS if design.extra.get("keep_alive")]
+PIPELINING = [design for design in HTTP_DESIGNS if design.pipelining]
+KEEP_ALIVE = [design for design in HTTP_DESIGNS if design.keep_alive]
 
 
 @pytest.mark.parametrize("design", PIPELINING, ids=lambda design: design.name)

@@ -1,4 +1,4 @@
-"""Load the design and scenario catalogue from scripts/catalogue.toml."""
+"""Load the design and scenario catalogue from scripts/catalogue/*.toml (settings checked by settings.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from harness.paths import REPO_ROOT
+from harness.settings import SettingsError, check_scenario
+from harness.tools import TOOLS
+
 CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
 
@@ -154,9 +157,6 @@ def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], li
 
 def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
     """Parse every catalogue file and check names, settings (settings.py) and the designs scenarios name."""
-    from harness.settings import SettingsError, check_scenario  # noqa: PLC0415 - see below
-    from harness.tools import TOOLS  # noqa: PLC0415 - the adapters import this module: not at the top
-
     design_entries, scenario_entries = read_entries(directory)
     designs: dict[str, Design] = {}
     for path, entry in design_entries:

@@ -81,7 +81,8 @@ def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: 
 
 
 @contextlib.contextmanager
-def reverse_proxy(template: str, upstream_port: int, log_dir: Path, cpu: str | None) -> Iterator[processes.RunningServer]:
+def reverse_proxy(template: str, upstream_port: int, log_dir: Path,
+                  cpu: str | None) -> Iterator[processes.RunningServer]:
     """nginx in front of a design (scenario option `proxy`), pinned to the design's CPU."""
     port = ports.run_port("proxy")
     workdir = log_dir / "proxy"

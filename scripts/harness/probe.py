@@ -177,16 +177,23 @@ def verify_http(host: str, port: int) -> list[str]:
 KEEP_ALIVE_REQUESTS = 3  # answers one connection must carry before a design counts as keeping alive
 
 
-def verify_http_keep_alive(host: str, port: int, requests: int = KEEP_ALIVE_REQUESTS,
-                           pipelined: bool = False) -> tuple[bool, list[str]]:
+def keep_alive_request(host: str, port: int, http_version: str) -> bytes:
+    """GET / asking to keep the connection: HTTP/1.1 keeps it by default, HTTP/1.0 must ask (as ab -k does)."""
+    ask = "Connection: keep-alive\r\n" if http_version == "HTTP/1.0" else ""
+    return f"GET / {http_version}\r\nHost: {host}:{port}\r\n{ask}\r\n".encode("ascii")
+
+
+def verify_http_keep_alive(host: str, port: int, requests: int = KEEP_ALIVE_REQUESTS, pipelined: bool = False,
+                           http_version: str = "HTTP/1.1") -> tuple[bool, list[str]]:
     """Ask for / `requests` times on one connection, without Connection: close.
 
     Returns whether the server closed (the connection, before the last answer, or by saying
-    Connection: close) and everything wrong: each answer must be whole (read by its Content-Length) and keep
-    the contract, except that it must not say Connection: close.
+    Connection: close) and everything wrong: each answer must be whole (read by its Content-Length)
+    and keep the contract, except that it must not say Connection: close. Asked in HTTP/1.0 (as ab -k
+    asks), each answer must also say Connection: keep-alive, or an HTTP/1.0 client closes it.
     """
-    request = f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode("ascii")
-    mode = "pipelined" if pipelined else "one after another"
+    request = keep_alive_request(host, port, http_version)
+    mode = f"{http_version}, {'pipelined' if pipelined else 'one after another'}"
     try:
         answers = exchange_on_one_connection(host, port, [request] * requests, pipelined=pipelined)
     except ClosedEarlyError as error:
@@ -196,8 +203,12 @@ def verify_http_keep_alive(host: str, port: int, requests: int = KEEP_ALIVE_REQU
     problems, closed = [], False
     for number, answer in enumerate(answers, 1):
         response = parse_response(answer)
-        closed = closed or response.headers.get("connection", "").lower() == "close"
-        problems += [f"answer {number} of {requests}: {problem}" for problem in http_problems(response, keep_alive=True)]
+        connection = response.headers.get("connection", "").lower()
+        found = http_problems(response, keep_alive=True)
+        if http_version == "HTTP/1.0" and connection != "keep-alive" and connection != "close":
+            found.append("no Connection: keep-alive in answer to an HTTP/1.0 keep-alive request")
+        closed = closed or connection == "close" or (http_version == "HTTP/1.0" and connection != "keep-alive")
+        problems += [f"answer {number} of {requests}: {problem}" for problem in found]
     return closed, problems
 
 

@@ -75,14 +75,13 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
         with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
                                      work=settings.get("work", 0)) as server, \
                 contextlib.ExitStack() as front:
-            announce("server", server.command)
             commands = {"server_command": server.command}
             target = server
             if settings.get("proxy"):
                 target = front.enter_context(launcher.reverse_proxy(settings["proxy"], server.port, log_dir,
                                                                     pinning["server"]))
-                announce("proxy", target.command)
                 commands["proxy_command"] = target.command
+<<<<<<< HEAD
             if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
                 target = front.enter_context(launcher.delayed_path(target.port, settings["network_delay_ms"],
                                                                    log_dir, pinning["load"]))
@@ -91,6 +90,10 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
             verification = verify.verify(design, target.host, target.port, keep_alive, pipelining)
             if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
                 verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
+=======
+            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
+                                         tool.keep_alive_version or "HTTP/1.1")
+>>>>>>> harness
             if verification.problems:
                 outcome.fail("; ".join(verification.problems) if verification.refused
                              else "verification failed: " + "; ".join(verification.problems),
@@ -106,6 +109,9 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                     verify.prime(target.host, target.port, keep_alive)
                 progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
                 workdir = log_dir / label.replace("=", "")
+                for role in ("server", "proxy"):  # under every cell's line: each cell can be re-run from its own
+                    if f"{role}_command" in commands:
+                        announce(role, commands[f"{role}_command"])
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
                                                   pinning["load"]))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()

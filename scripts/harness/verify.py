@@ -48,8 +48,13 @@ def refusal(design: Design, asked_by: str, keep_alive: bool, pipelining: bool = 
             f"does not declare {' and '.join(f'{key} = true' for key in missing)} in its catalogue entry")
 
 
-def verify(design: Design, host: str, port: int, keep_alive: bool = False, pipelining: bool = False) -> Verification:
-    """Check the design's answer in the mode the scenario asks (close, keep-alive, pipelined)."""
+def verify(design: Design, host: str, port: int, keep_alive: bool = False, pipelining: bool = False,
+           http_version: str = "HTTP/1.1") -> Verification:
+    """Check the design's answer in the mode the scenario asks (close, keep-alive, pipelined).
+
+    `http_version` is how the scenario's tool asks to keep alive (its adapter's keep_alive_version):
+    HTTP/1.1 (hey, wrk) or HTTP/1.0 with Connection: keep-alive (ab -k).
+    """
     if not keep_alive and not pipelining:
         problems = VERIFIERS[design.kind](host, port)
         return Verification(problems, proven={} if problems else {"answer": True})
@@ -58,13 +63,14 @@ def verify(design: Design, host: str, port: int, keep_alive: bool = False, pipel
     verification = Verification()
     checks = ([("keep_alive", False)] if keep_alive else []) + ([("pipelining", True)] if pipelining else [])
     for name, pipelined in checks:
-        closed, problems = probe.verify_http_keep_alive(host, port, pipelined=pipelined)
+        closed, problems = probe.verify_http_keep_alive(host, port, pipelined=pipelined, http_version=http_version)
         if problems:
             # Closing when asked to keep alive is not a wrong answer but the wrong mode: refused.
             prefix = f"refused: design {design.name!r} closes when asked for {name}: " if closed else ""
             return Verification([prefix + problem for problem in problems], refused=closed,
                                 proven=verification.proven)
-        verification.proven.update({"answer": True, name: True, f"{name}_requests": probe.KEEP_ALIVE_REQUESTS})
+        verification.proven.update({"answer": True, name: True, f"{name}_requests": probe.KEEP_ALIVE_REQUESTS,
+                                    "http_version": http_version})
     return verification
 
 

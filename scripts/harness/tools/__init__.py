@@ -1,7 +1,9 @@
 """Load tools: each adapter builds its command line and parses what the tool emits.
 
 An adapter module defines `TOOL`, an object with `name`, `executable`,
-`install_hint`, `reads` (the scenario settings it reads: see settings.py), `version()`, `command(url, concurrency, settings, workdir)` (the
+`install_hint`, `reads` (the scenario settings it reads: see settings.py),
+`keep_alive_version` (how it asks to keep a connection, "HTTP/1.1" or "HTTP/1.0";
+None if it never does), `version()`, `command(url, concurrency, settings, workdir)` (the
 command line it will run, printed by the runner before the run) and
 `run(url, concurrency, settings, workdir, cpu)`.
 `run` returns one record with the same keys whatever the tool:
@@ -27,6 +29,7 @@ class LoadTool(Protocol):
     executable: str
     install_hint: str
     reads: frozenset[str]
+    keep_alive_version: str | None
 
     def version(self) -> str: ...
 

@@ -96,6 +96,7 @@ class Hey:
     name = "hey"
     # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
     reads = frozenset({"requests", "concurrency", "time_limit", "keep_alive", "timeout"})
+    keep_alive_version = "HTTP/1.1"  # how it asks to keep a connection: the verifier asks the same way
     executable = "hey"
     install_hint = "sudo apt-get install hey"
 

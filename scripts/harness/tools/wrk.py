@@ -90,6 +90,7 @@ class Wrk:
     name = "wrk"
     # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
     reads = frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth"})
+    keep_alive_version = "HTTP/1.1"  # how it asks to keep a connection: the verifier asks the same way
     executable = "wrk"
     install_hint = "sudo apt-get install wrk"
 
