@@ -81,19 +81,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 target = front.enter_context(launcher.reverse_proxy(settings["proxy"], server.port, log_dir,
                                                                     pinning["server"]))
                 commands["proxy_command"] = target.command
-<<<<<<< HEAD
             if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
                 target = front.enter_context(launcher.delayed_path(target.port, settings["network_delay_ms"],
                                                                    log_dir, pinning["load"]))
-                announce("delay proxy", target.command)
                 commands["delay_proxy_command"] = target.command
-            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining)
-            if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
-                verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
-=======
             verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
                                          tool.keep_alive_version or "HTTP/1.1")
->>>>>>> harness
+            if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
+                verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
             if verification.problems:
                 outcome.fail("; ".join(verification.problems) if verification.refused
                              else "verification failed: " + "; ".join(verification.problems),
@@ -109,7 +104,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                     verify.prime(target.host, target.port, keep_alive)
                 progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
                 workdir = log_dir / label.replace("=", "")
-                for role in ("server", "proxy"):  # under every cell's line: each cell can be re-run from its own
+                for role in ("server", "proxy", "delay_proxy"):  # under every cell's line: each cell can be re-run from its own
                     if f"{role}_command" in commands:
                         announce(role, commands[f"{role}_command"])
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
