@@ -207,12 +207,12 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
 
 
 def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
-                out_dir: Path | None) -> tuple[Path, int]:
+                out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
     """Every target (or those of the named designs); write the record; return its path and the failures.
 
     The failures count failed requests, plus one for a target whose server would not start.
     """
-    plan = load_plan(quick=quick, catalogue=catalogue)
+    plan = load_plan(plan_path, quick=quick, catalogue=catalogue)
     targets = [target for target in plan.targets if not design_names or target.design in design_names]
     if design_names:
         for name in design_names:
@@ -235,7 +235,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     record = {
         "schema": SCHEMA_VERSION, "kind": "restart",
         "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
-                     "delay": plan.delay, "restarts": plan.restarts, "moments": plan.moments(),
+                     "delay": plan.delay, "restarts": plan.restarts, "every": plan.every, "moments": plan.moments(),
                      "bin_seconds": BIN_SECONDS, "quick": quick},
         "machine": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         "started_utc": started, "finished_utc": utc_now(), "targets": rows,
