@@ -7,6 +7,7 @@
     python scripts/bench.py check NAME [--work N]
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
 
 Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
@@ -27,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import probe, processes, render, restart, runner  # noqa: E402
+from harness import balance, probe, processes, render, restart, runner  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
@@ -114,6 +115,12 @@ def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK if failures == 0 else EXIT_FAILED
 
 
+def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """How evenly event-loop workers share connections (harness/balance.py)."""
+    print(f"Wrote {balance.run_balance(catalogue, args.quick, args.out)}")
+    return EXIT_OK
+
+
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
         problems = render.stale_files()
@@ -165,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
                                                       "run of every target, build/results/ otherwise)")
     restarting.set_defaults(handler=command_restart)
+    balancing = commands.add_parser("balance", help="how evenly event-loop workers share connections")
+    balancing.add_argument("--quick", action="store_true", help="fewer requests")
+    balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
+                                                     " with --quick)")
+    balancing.set_defaults(handler=command_balance)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE
-from harness import restart, restart_render
+from harness import balance, multi_process_render, restart
 from harness.catalogue import UnknownNameError
 
 PLAN = """
@@ -90,16 +90,34 @@ def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> 
     assert sum(entry["due"] for entry in graceful["bins"]) == 500
 
     # The renderer reads only the record: the table says what it measured.
-    (tmp_path / "restart").mkdir(exist_ok=True)
-    files = restart_render.restart_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
+    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
     table = files[tmp_path / "generated" / "restart.md"]
     assert "| event-loop-workers (SIGHUP) | 500 | **0** | 0 | 0 | 0 |" in table
     assert f"| event-loop-workers (stop, then start) | 500 | **{naive['report']['failed']}** |" in table
     assert files[tmp_path / "plots" / "restart-timeline.svg"].startswith("<?xml")
 
 
-def test_a_record_of_another_kind_in_the_restart_folder_is_an_error(tmp_path) -> None:
-    (tmp_path / "restart").mkdir()
-    (tmp_path / "restart" / "x.json").write_text('{"schema": 1, "scenario": {"id": "x"}, "designs": []}')
-    with pytest.raises(ValueError, match="not a restart record"):
-        restart_render.load_restart_records(tmp_path)
+def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_path) -> None:
+    (tmp_path / "multi-process").mkdir()
+    (tmp_path / "multi-process" / "x.json").write_text('{"schema": 1, "scenario": {"id": "x"}, "designs": []}')
+    with pytest.raises(ValueError, match="not a record of schema 1 and of a kind"):
+        multi_process_render.load_multi_process_records(tmp_path)
+
+
+def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_average(tmp_path) -> None:
+    stdout = "Serving on ...\nworker 11 served 30 connections\nreloaded\nworker 12 served 10 connections\n"
+    assert balance.served_per_worker(stdout) == [30, 10]
+    record = {"rows": [{"name": "event-loop-workers", "workers": 2, "served": [30, 10]}],
+              "scenario": {"requests": 40, "concurrency": 5},
+              "machine": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
+                          "python": "3.11", "commit": "abcdef0123"}, "started_utc": "2026-11-24T00:00:00Z"}
+    table = multi_process_render.balance_table(record)
+    assert "| event-loop-workers | 2 | 30, 10 | 1.50 |" in table
+
+
+@pytest.mark.slow
+def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
+    row = balance.measure(CATALOGUE, "event-loop-workers-reuseport", 2, 200, tmp_path,
+                          {"server": None, "load": None})
+    assert len(row["served"]) == 2 and row["failed"] == 0
+    assert sum(row["served"]) >= 200  # every request, plus the harness's readiness probe connection

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import processes, runner
+from harness import multi_process_render, processes, runner
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, Design, UnknownNameError
 from harness.environment import describe_machine, utc_now
 from harness.records import RESULTS_DIR, SCHEMA_VERSION, write_json_atomic
@@ -241,7 +241,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
         "started_utc": started, "finished_utc": utc_now(), "targets": rows,
     }
     default_dir = runner.SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
-    path = (out_dir or default_dir) / "restart" / f"{plan.id}.json"
+    path = (out_dir or default_dir) / multi_process_render.RECORDS_DIR_NAME / f"{plan.id}.json"
     write_json_atomic(path, record)
     return path, sum(row["report"]["failed"] if "report" in row else 1 for row in rows)
 
