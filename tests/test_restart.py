@@ -109,7 +109,7 @@ def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_av
     assert balance.served_per_worker(stdout) == [30, 10]
     record = {"rows": [{"name": "event-loop-workers", "workers": 2, "served": [30, 10]}],
               "scenario": {"requests": 40, "concurrency": 5},
-              "machine": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
+              "environment": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
                           "python": "3.11", "commit": "abcdef0123"}, "started_utc": "2026-11-24T00:00:00Z"}
     table = multi_process_render.balance_table(record)
     assert "| event-loop-workers | 2 | 30, 10 | 1.50 |" in table

@@ -70,7 +70,7 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
     record = {"schema": SCHEMA_VERSION, "kind": "balance",
               "scenario": {"id": "balance", "requests": requests, "concurrency": CONCURRENCY, "delay": DELAY,
                            "quick": quick},
-              "machine": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+              "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
               "started_utc": started, "finished_utc": utc_now(), "rows": rows}
     path = (out_dir or (runner.SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / RECORDS_DIR_NAME / RECORD_NAME
     write_json_atomic(path, record)

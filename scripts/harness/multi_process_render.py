@@ -53,7 +53,7 @@ def _row(row: dict[str, Any]) -> str:
 
 def restart_table(record: dict[str, Any]) -> str:
     scenario = record["scenario"]
-    machine = record["machine"]
+    machine = record["environment"]
     pinning = machine["pinning"]
     lines = [
         "| server (how it was restarted) | requests | failed | refused | reset or cut | other | "
@@ -124,7 +124,7 @@ def balance_table(record: dict[str, Any]) -> str:
         ratio = served[0] / (sum(served) / len(served)) if served and sum(served) else float("nan")
         lines.append(f"| {row['name']} | {row['workers']} | {', '.join(f'{count:,}' for count in served)} | "
                      f"{ratio:.2f} |")
-    scenario, machine = record["scenario"], record["machine"]
+    scenario, machine = record["scenario"], record["environment"]
     lines += ["", f"*{scenario['requests']:,} hello-world requests, each on a new connection, {scenario['concurrency']}"
               f" at a time (our closed-loop client on CPU {machine['pinning']['load_tool_cpu']}); the server may use"
               f" CPUs {machine['pinning']['server_cpu']}. Each worker prints its count as it stops. "

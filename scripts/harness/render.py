@@ -32,7 +32,7 @@ from harness.cells import (
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
-from harness import multi_process_render
+from harness import free_threaded, multi_process_render
 from harness.stats import spread
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
@@ -327,6 +327,9 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
     files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir))
+    # Always there (the cpu-bound page includes it): the table once a runner's records exist, words until then.
+    files[generated_dir / "free-threaded.md"] = (HEADER.format(source="results/free-threaded/")
+                                                 + free_threaded.free_threaded_table(results_dir))
     return files
 
 

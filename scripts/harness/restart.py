@@ -237,7 +237,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
         "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
                      "delay": plan.delay, "restarts": plan.restarts, "every": plan.every, "moments": plan.moments(),
                      "bin_seconds": BIN_SECONDS, "quick": quick},
-        "machine": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+        "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         "started_utc": started, "finished_utc": utc_now(), "targets": rows,
     }
     default_dir = runner.SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
