@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.cells import format_rate
 from harness.records import RESULTS_DIR, SCHEMA_VERSION
 
 RECORDS_DIR_NAME = "multi-process"  # results/multi-process/: records that are not load-tool scenarios
@@ -133,9 +134,37 @@ def balance_table(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def multi_process_files(generated_dir: Path, plot_dir: Path, results_dir: Path = RESULTS_DIR) -> dict[Path, str]:
-    """The generated table files and plots of every record in results/multi-process/."""
+SCALING_PAIRS = {"scaling-hello": ("scaling-hello-one-cpu", "scaling-hello-two-cpus"),
+                 "scaling-cpu": ("scaling-cpu-one-cpu", "scaling-cpu-two-cpus")}
+
+
+def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
+    """Each design's median requests/s on one CPU and on two, and the ratio: how much a second core bought."""
+    from harness.free_threaded import medians  # the same median-per-cell reading
+
+    on_one, on_two = medians(one), medians(two)
+    titles = {design["name"]: design["title"] for design in two["designs"]}
+    lines = ["| design | req/s, server on 1 CPU | on 2 CPUs (one shared with the load tool) | 2 CPUs / 1 CPU |",
+             "|---|--:|--:|--:|"]
+    for (name, level), rate in on_one.items():
+        if (name, level) in on_two and rate:
+            lines.append(f"| {titles.get(name, name)} (`{name}`) | {format_rate(rate)} | "
+                         f"{format_rate(on_two[(name, level)])} | **{on_two[(name, level)] / rate:.2f}** |")
+    pinning_two = two["environment"]["pinning"]
+    lines += ["", f"*Medians of {one['settings']['repeat']} runs each, from `results/{one['scenario']['id']}.json` and "
+              f"`results/{two['scenario']['id']}.json`. On two CPUs the server may use CPUs {pinning_two['server_cpu']} "
+              f"and the load tool runs on CPU {pinning_two['load_tool_cpu']}, so the ceiling is below 2.*"]
+    return "\n".join(lines) + "\n"
+
+
+def multi_process_files(generated_dir: Path, plot_dir: Path, results_dir: Path = RESULTS_DIR,
+                        scenario_records: dict[str, dict[str, Any]] | None = None) -> dict[Path, str]:
+    """The generated table files and plots of every record in results/multi-process/, and the scaling pairs."""
     files: dict[Path, str] = {}
+    for name, (one, two) in SCALING_PAIRS.items():
+        if scenario_records and one in scenario_records and two in scenario_records:
+            files[generated_dir / f"{name}.md"] = (HEADER.format(source=f"results/{one}.json and results/{two}.json")
+                                                   + scaling_table(scenario_records[one], scenario_records[two]))
     for scenario_id, record in load_multi_process_records(results_dir).items():
         header = HEADER.format(source=f"results/{RECORDS_DIR_NAME}/{scenario_id}.json")
         if record["kind"] == "balance":

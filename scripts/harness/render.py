@@ -326,7 +326,8 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
-    files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir))
+    files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir,
+                                                         records))
     # Always there (the cpu-bound page includes it): the table once a runner's records exist, words until then.
     files[generated_dir / "free-threaded.md"] = (HEADER.format(source="results/free-threaded/")
                                                  + free_threaded.free_threaded_table(results_dir))

@@ -121,3 +121,16 @@ def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
                           {"server": None, "load": None})
     assert len(row["served"]) == 2 and row["failed"] == 0
     assert sum(row["served"]) >= 200  # every request, plus the harness's readiness probe connection
+
+
+def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
+    one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
+    two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
+    one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
+    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path,
+                                                     {"scaling-cpu-one-cpu": one, "scaling-cpu-two-cpus": two})
+    table = files[tmp_path / "generated" / "scaling-cpu.md"]
+    row = next(line for line in table.splitlines() if "`thread-per-connection`" in line)
+    assert row.endswith("| **1.80** |")  # the fixture's second record is 1.8 times the first for this design
+    assert "`process-pool`" in table and "| **1.00** |" in table
+    assert (tmp_path / "generated" / "scaling-hello.md") not in files  # no pair of records, no table
