@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import processes, runner
+from harness import launcher, processes
 from harness.catalogue import REPO_ROOT, Catalogue
 from harness.environment import describe_machine, utc_now
 from harness.multi_process_render import RECORDS_DIR_NAME
-from harness.records import RESULTS_DIR, SCHEMA_VERSION, write_json_atomic
+from harness.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
 
 DESIGNS = ["event-loop-workers", "event-loop-workers-reuseport"]
 WORKER_COUNTS = [2, 4]
@@ -42,7 +42,7 @@ def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_di
     design = catalogue.design(name)
     port = processes.free_port()
     workdir = log_dir / f"{name}-{workers}"
-    command = runner.server_command(design, port, DELAY, workdir) + ["--workers", str(workers)]
+    command = launcher.server_command(design, port, DELAY, workdir) + ["--workers", str(workers)]
     load = [sys.executable, str(HTTP_LOAD), f"http://{processes.LOOPBACK}:{port}/", "--requests", str(requests),
             "--concurrency", str(CONCURRENCY)]
     print(f"  server: {' '.join(processes.pinned(command, pinning['server']))}\n"
@@ -65,13 +65,13 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
     for name in DESIGNS:
         for workers in WORKER_COUNTS:
             print(f"balance: {name}, {workers} workers", flush=True)
-            rows.append(measure(catalogue, name, workers, requests, runner.LOG_DIR / "balance", pinning))
+            rows.append(measure(catalogue, name, workers, requests, launcher.LOG_DIR / "balance", pinning))
             print(f"  served per worker: {rows[-1]['served']}", flush=True)
     record = {"schema": SCHEMA_VERSION, "kind": "balance",
               "scenario": {"id": "balance", "requests": requests, "concurrency": CONCURRENCY, "delay": DELAY,
                            "quick": quick},
               "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
               "started_utc": started, "finished_utc": utc_now(), "rows": rows}
-    path = (out_dir or (runner.SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / RECORDS_DIR_NAME / RECORD_NAME
+    path = (out_dir or (SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / RECORDS_DIR_NAME / RECORD_NAME
     write_json_atomic(path, record)
     return path

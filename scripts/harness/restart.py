@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import multi_process_render, processes, runner
+from harness import launcher, multi_process_render, processes
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, Design, UnknownNameError
 from harness.environment import describe_machine, utc_now
-from harness.records import RESULTS_DIR, SCHEMA_VERSION, write_json_atomic
+from harness.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
 
 PLAN_PATH = CATALOGUE_DIR / "restart" / "restart.toml"
 HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
@@ -120,7 +120,7 @@ def load_command(port: int, plan: Plan, timeline: Path) -> list[str]:
 
 def server_command(design: Design, port: int, delay: float, workdir: Path) -> list[str]:
     """How the harness starts a design (the one place this module depends on the launcher)."""
-    return runner.server_command(design, port, delay, workdir)
+    return launcher.server_command(design, port, delay, workdir)
 
 
 @contextlib.contextmanager
@@ -219,7 +219,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
             catalogue.design(name)  # unknown name: UnknownNameError, exit 2
     pinning = processes.cpu_pinning()
     started = utc_now()
-    log_dir = runner.LOG_DIR / "restart"
+    log_dir = launcher.LOG_DIR / "restart"
     rows = []
     for target in targets:
         print(f"{plan.id}: {target.label}", flush=True)
@@ -240,7 +240,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
         "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         "started_utc": started, "finished_utc": utc_now(), "targets": rows,
     }
-    default_dir = runner.SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
+    default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / multi_process_render.RECORDS_DIR_NAME / f"{plan.id}.json"
     write_json_atomic(path, record)
     return path, sum(row["report"]["failed"] if "report" in row else 1 for row in rows)

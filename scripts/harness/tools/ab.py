@@ -88,6 +88,8 @@ def parse_run(stdout: str, csv_text: str, tsv_text: str) -> dict[str, Any]:
 
 class ApacheBench:
     name = "ab"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"requests", "concurrency", "time_limit", "keep_alive", "ab_flags"})
     executable = "ab"
     install_hint = "sudo apt-get install apache2-utils"
 

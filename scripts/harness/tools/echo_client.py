@@ -53,6 +53,8 @@ def parse_output(stdout: str) -> dict[str, Any]:
 
 class EchoClient:
     name = "echo-client"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"concurrency", "time_limit", "echo_rate"})
     executable = sys.executable or "python3"  # a full path: require_tool finds it without PATH
     install_hint = "nothing to install: it is scripts/echo_client.py, run by the harness's own Python"
 

@@ -86,6 +86,10 @@ def attach_timeline(record: dict[str, Any], path: Path) -> None:
 
 class HttpClient:
     name = "http-client"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them);
+    # not keep_alive: it always closes.
+    reads = frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds", "timeline",
+                       "client_timeout"})
     executable = sys.executable  # the client is a script run by this very interpreter
     install_hint = "nothing to install: scripts/http_load.py needs only the Python standard library"
 

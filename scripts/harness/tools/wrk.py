@@ -82,6 +82,8 @@ def duration_seconds(time_limit: float) -> int:
 
 class Wrk:
     name = "wrk"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads"})
     executable = "wrk"
     install_hint = "sudo apt-get install wrk"
 
@@ -94,7 +96,7 @@ class Wrk:
         first = answer.stdout.splitlines()[0] if answer.stdout.strip() else ""
         return first.split(" Copyright")[0].strip() or "wrk (version unknown)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any]) -> list[str]:
+    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
         timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
         command = ["wrk", "-t", str(settings.get("wrk_threads", THREADS)), "-c", str(concurrency),
                    "-d", f"{duration_seconds(settings['time_limit'])}s", "--timeout", f"{timeout:g}s"]
