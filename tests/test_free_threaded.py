@@ -44,3 +44,18 @@ def test_with_both_records_each_cell_is_the_median_of_its_runs_side_by_side(tmp_
     row = next(line for line in text.splitlines() if line.startswith("| thread-per-connection |"))
     assert f"| {free / gil:.2f} |" in row
     assert "disabled (free-threaded build)" in text and "github-actions" in text
+
+
+def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:
+    from harness import python_versions
+
+    first = json.loads((FIXTURES / "3.14.json").read_text())
+    last = json.loads((FIXTURES / "3.14t.json").read_text())
+    records = {"python-3.11-cpu": first, "python-3.13-cpu": last, "sweep-hello": {"designs": []}}
+    files = python_versions.python_versions_files(records, tmp_path / "generated", tmp_path / "plots", "{source}\n")
+    table = files[tmp_path / "generated" / "python-versions-cpu.md"]
+    assert "| design | CPython 3.11 | CPython 3.13 | 3.13 / 3.11 |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| thread-per-connection |"))
+    assert row.endswith("| **1.80** |")
+    assert (tmp_path / "generated" / "python-versions-hello.md") not in files  # no such records: no table
+    assert files[tmp_path / "plots" / "python-versions.svg"].startswith("<?xml")

@@ -8,38 +8,23 @@ CI matrix runs the whole suite under each version instead.
 
 from __future__ import annotations
 
-import glob
-import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
 from conftest import CATALOGUE, started
-from harness import probe
+from harness import launcher, probe
 
 SUPPORTED = ["3.11", "3.12", "3.13"]
 DESIGNS = ["sequential-sockets", "thread-per-connection", "epoll-loop", "asyncio-streams", "event-loop-workers"]
 
 
-def interpreter(version: str) -> str | None:
-    """pyenv's copy of CPython X.Y, or `pythonX.Y` on PATH; None when this machine has neither.
-
-    pyenv's shims are skipped: a shim for a version that is not pyenv's current one exits 127.
-    """
-    candidates = sorted(glob.glob(f"{Path.home()}/.pyenv/versions/{version}.*/bin/python{version}"))
-    if candidates:
-        return candidates[-1]
-    found = shutil.which(f"python{version}")
-    return found if found and "/.pyenv/shims/" not in found else None
-
-
 @pytest.fixture(params=SUPPORTED)
 def python(request: pytest.FixtureRequest) -> str:
-    path = interpreter(request.param)
-    if path is None:
-        pytest.skip(f"CPython {request.param} is not installed here (python{request.param} not on PATH, no pyenv copy)")
-    return path
+    try:
+        return launcher.interpreter(request.param)
+    except launcher.InterpreterMissingError as error:
+        pytest.skip(str(error))
 
 
 @pytest.mark.parametrize("name", DESIGNS)

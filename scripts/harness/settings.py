@@ -74,6 +74,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("time_limit_at", "table of concurrency level -> seconds", HARNESS),
     Setting("work", "integer", HARNESS),
     Setting("server_cpus", '"all"', HARNESS),
+    Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
     Setting("rate", "number, or a list of numbers", TOOL),
     Setting("schedule_seconds", "number", TOOL),
     Setting("timeline", "boolean", TOOL),
