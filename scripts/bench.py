@@ -6,6 +6,8 @@
     python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
     python scripts/bench.py check NAME [--work N] [--keep-alive]
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
+    python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
@@ -28,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import launcher, plan, probe, processes, render, runner, verify  # noqa: E402
+from harness import balance, launcher, plan, probe, processes, render, restart, runner, verify  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
@@ -123,6 +125,19 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_FAILED if any_failed else EXIT_OK
 
 
+def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """The restart scenario: restarts under steady load, every request recorded (harness/restart.py)."""
+    path, failures = restart.run_restart(catalogue, args.quick, args.design, args.out)
+    print(f"Wrote {path}")
+    return EXIT_OK if failures == 0 else EXIT_FAILED
+
+
+def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """How evenly event-loop workers share connections (harness/balance.py)."""
+    print(f"Wrote {balance.run_balance(catalogue, args.quick, args.out)}")
+    return EXIT_OK
+
+
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
         problems = render.stale_files()
@@ -170,6 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="directory for the records (default: results/ for a complete "
                                                "full run, build/results/ otherwise)")
     run.set_defaults(handler=command_run)
+    restarting = commands.add_parser("restart", help="restart servers under steady load; record every request")
+    restarting.add_argument("--design", action="append", help="only this design's targets (repeatable)")
+    restarting.add_argument("--quick", action="store_true", help="shorter load, fewer restarts")
+    restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
+                                                      "run of every target, build/results/ otherwise)")
+    restarting.set_defaults(handler=command_restart)
+    balancing = commands.add_parser("balance", help="how evenly event-loop workers share connections")
+    balancing.add_argument("--quick", action="store_true", help="fewer requests")
+    balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
+                                                     " with --quick)")
+    balancing.set_defaults(handler=command_balance)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)
@@ -192,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
+            restart.RestartPlanError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -10,6 +10,8 @@ with the design's graceful signal; `reverse_proxy` puts nginx in front (a scenar
 from __future__ import annotations
 
 import contextlib
+import glob
+import shutil
 import signal
 import sys
 from collections.abc import Iterator
@@ -56,25 +58,49 @@ def work_arguments(design: Design, work: int) -> list[str]:
     return ["--work", str(work)]
 
 
+class InterpreterMissingError(LookupError):
+    """A scenario asks for a CPython version this machine does not have; the message says how to get it."""
+
+
+def interpreter(version: str) -> str:
+    """The path of CPython `version` ("3.12"): pyenv's copy, or `python3.12` on PATH.
+
+    pyenv's shims are skipped: a shim for a version that is not pyenv's current one exits 127.
+    """
+    candidates = sorted(glob.glob(f"{Path.home()}/.pyenv/versions/{version}.*/bin/python{version}"))
+    if candidates:
+        return candidates[-1]
+    found = shutil.which(f"python{version}")
+    if found and "/.pyenv/shims/" not in found:
+        return found
+    raise InterpreterMissingError(f"CPython {version} is not installed here (no python{version} on PATH, no pyenv "
+                                  f"copy): `pyenv install {version}`, or `apt-get install python{version}` where "
+                                  "Debian has it; on GitHub, setup-python's python-version list")
+
+
 def server_command(design: Design, port: int, delay: float, workdir: Path,
-                   host: str = processes.LOOPBACK, work: int = 0) -> list[str]:
-    """Fill the design's command template (and its config file, if it has one); add --work N if asked."""
+                   host: str = processes.LOOPBACK, work: int = 0, python: str | None = None) -> list[str]:
+    """Fill the design's command template (and its config file, if it has one); add --work N if asked.
+
+    `python` ("3.12") runs the design on that CPython instead of the one running the harness.
+    """
     extra = work_arguments(design, work)  # refused before anything is written
+    executable = interpreter(python) if python else sys.executable
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(design, port, delay, host, workdir)
-    values = {"python": sys.executable, "file": str(REPO_ROOT / design.file), "host": host,
+    values = {"python": executable, "file": str(REPO_ROOT / design.file), "host": host,
               "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir)}
     return [part.format(**values) for part in design.command] + extra
 
 
 @contextlib.contextmanager
 def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: str | None = None,
-                   work: int = 0) -> Iterator[processes.RunningServer]:
+                   work: int = 0, python: str | None = None) -> Iterator[processes.RunningServer]:
     """A design listening on 127.0.0.1:port, started from the repository root; its whole group stopped on exit.
 
     The yielded server's `command` is the exact command line started (taskset included when pinned).
     """
-    command = server_command(design, port, delay, workdir, work=work)
+    command = server_command(design, port, delay, workdir, work=work, python=python)
     with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT,
                                   stop_signal=design.stop_signal) as server:
         yield server

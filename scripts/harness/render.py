@@ -35,6 +35,7 @@ from harness import keep_alive_verdict
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
+from harness import free_threaded, multi_process_render, python_versions
 from harness.stats import spread
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
@@ -248,7 +249,8 @@ def caption(record: dict[str, Any]) -> str:
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
-            f"Linux {environment['kernel']}, Python {environment['python']}, {tools}; "
+            f"Linux {environment['kernel']}, Python {environment['python']}"
+            f"{' (harness; the designs ran on CPython ' + settings['python'] + ')' if settings.get('python') else ''}, {tools}; "
             f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 
@@ -349,6 +351,12 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
+    files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir,
+                                                         records))
+    files.update(python_versions.python_versions_files(records, generated_dir, plots_dir(generated_dir), HEADER))
+    # Always there (the cpu-bound page includes it): the table once a runner's records exist, words until then.
+    files[generated_dir / "free-threaded.md"] = (HEADER.format(source="results/free-threaded/")
+                                                 + free_threaded.free_threaded_table(results_dir))
     return files
 
 

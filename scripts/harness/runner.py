@@ -73,7 +73,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
         with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
-                                     work=settings.get("work", 0)) as server, \
+                                     work=settings.get("work", 0), python=settings.get("python")) as server, \
                 contextlib.ExitStack() as front:
             commands = {"server_command": server.command}
             target = server
@@ -136,6 +136,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                          server.stderr_tail())
     except processes.ServerStartError as error:
         outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
+    except launcher.InterpreterMissingError as error:  # recorded like a server that cannot start; the run goes on
+        outcome.fail(str(error))
 
 
 def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,

@@ -77,6 +77,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("network_delay_ms", "number", HARNESS),  # harness/delay_proxy.py between the tool and each design
     Setting("cpu_per_request", "boolean", HARNESS),  # the tables add the server's CPU time per answer
     Setting("pipeline_depth", "integer", TOOL),  # wrk: requests written at once on each connection
+    Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
     Setting("rate", "number, or a list of numbers", TOOL),
     Setting("schedule_seconds", "number", TOOL),
     Setting("timeline", "boolean", TOOL),
