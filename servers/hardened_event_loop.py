@@ -384,7 +384,9 @@ TARGET = re.compile(rb"/[\x21-\x7e]*|[Hh][Tt][Tt][Pp][Ss]?://[\x21-\x7e]*|\*")
 HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):([\t\x20-\x7e\x80-\xff]*)")
 CONTENT_LENGTH = re.compile(rb"[0-9]{1,15}")  # digits only: "-1", "+5", "0x5", "5, 6" are refused
 # RFC 9112 sec. 7.1: chunk-size [ chunk-ext ]; hex digits only ("6_0", "0x5", "+5", "-1" are refused).
-CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,%d})[ \t]*(?:;[\t\x20-\x7e\x80-\xff]*)?" % MAX_CHUNK_SIZE_DIGITS)
+# An extension needs a name after its ";" ("5;" and "5 junk" are refused); the rest of it is read, not parsed.
+CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,%d})(?:[ \t]*;[ \t]*[!#$%%&'*+.^_`|~0-9A-Za-z-]+[\t\x20-\x7e\x80-\xff]*)?"
+                             % MAX_CHUNK_SIZE_DIGITS)
 REQUEST_LINE_BYTES = bytes(range(0x21, 0x7F)) + b" \r"  # what a request line may contain, CRLF included
 
 
