@@ -87,29 +87,6 @@ REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 405: "Method Not Allo
 
 
 # --8<-- [start:model]
-@dataclass
-class Settings:
-    """What the command line may change: the simulated call, the timeouts and the connection limit."""
-
-    delay: float = DELAY
-    work: int = WORK
-    head_timeout: float = HEAD_TIMEOUT
-    body_timeout: float = BODY_TIMEOUT
-    keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT
-    send_timeout: float = SEND_TIMEOUT
-    max_connections: int = MAX_CONNECTIONS
-
-
-class Server:
-    """What every connection shares: settings, the open connections, and the stop flag."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.connections: set[HttpConnection] = set()
-        self.stopping = False
-        self.all_closed = asyncio.Event()  # set once stopping and the last connection is gone
-
-
 class HttpConnection(asyncio.Protocol):
     """One client connection: a parser, a read timer, a write timer, and the request being answered."""
 
@@ -118,7 +95,7 @@ class HttpConnection(asyncio.Protocol):
                  "write_timer", "simulated_call", "outgoing", "answering", "closing_after_answer", "closing",
                  "client_done", "writing_paused", "reading_paused")
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: "Server") -> None:
         self.server = server
         self.settings = server.settings
         self.loop = asyncio.get_running_loop()
@@ -156,42 +133,6 @@ class HttpConnection(asyncio.Protocol):
             self.arm_read_timer(self.settings.head_timeout, self.request_timed_out)
         self.parser.feed(data)
         self.process()
-
-    def eof_received(self) -> bool:
-        self.client_done = True
-        if self.closing:
-            if self.transport.get_write_buffer_size() == 0:
-                self.transport.close()
-        elif not self.answering:
-            self.process()  # answer the complete requests still buffered, then close
-        return True  # keep the transport open: a half-closed client still reads our answer
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closing = True
-        for handle in (self.read_timer, self.write_timer, self.simulated_call):
-            if handle is not None:
-                handle.cancel()  # a client gone during the simulated call leaves nothing behind
-        self.outgoing.clear()
-        self.server.connections.discard(self)
-        if self.server.stopping and not self.server.connections:
-            self.server.all_closed.set()
-
-    def pause_writing(self) -> None:
-        # The transport holds more than its high-water mark: the client is not reading.
-        self.writing_paused = True
-        self.write_timer = self.loop.call_later(self.settings.send_timeout, self.transport.abort)
-
-    def resume_writing(self) -> None:
-        self.writing_paused = False
-        if self.write_timer is not None:
-            self.write_timer.cancel()
-            self.write_timer = None
-        if self.closing:
-            self.linger()  # our last bytes are out: now wait for the client's FIN
-        elif self.answering:
-            self.send_more()
-        else:
-            self.process()  # a pipelined request waited for the client to read the previous answer
 
     # Requests, one at a time and in order.
 
@@ -272,6 +213,46 @@ class HttpConnection(asyncio.Protocol):
             self.arm_read_timer(self.settings.keep_alive_timeout, self.close_gracefully, idle=True)
         self.process()
 
+    # --8<-- [end:model]
+    # --8<-- [start:armour]
+    # Clients that stop sending, vanish or stop reading.
+
+    def eof_received(self) -> bool:
+        self.client_done = True
+        if self.closing:
+            if self.transport.get_write_buffer_size() == 0:
+                self.transport.close()
+        elif not self.answering:
+            self.process()  # answer the complete requests still buffered, then close
+        return True  # keep the transport open: a half-closed client still reads our answer
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closing = True
+        for handle in (self.read_timer, self.write_timer, self.simulated_call):
+            if handle is not None:
+                handle.cancel()  # a client gone during the simulated call leaves nothing behind
+        self.outgoing.clear()
+        self.server.connections.discard(self)
+        if self.server.stopping and not self.server.connections:
+            self.server.all_closed.set()
+
+    def pause_writing(self) -> None:
+        # The transport holds more than its high-water mark: the client is not reading.
+        self.writing_paused = True
+        self.write_timer = self.loop.call_later(self.settings.send_timeout, self.transport.abort)
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.write_timer is not None:
+            self.write_timer.cancel()
+            self.write_timer = None
+        if self.closing:
+            self.linger()  # our last bytes are out: now wait for the client's FIN
+        elif self.answering:
+            self.send_more()
+        else:
+            self.process()  # a pipelined request waited for the client to read the previous answer
+
     # Refusing, timing out and closing.
 
     def refuse(self, status: int) -> None:
@@ -319,6 +300,33 @@ class HttpConnection(asyncio.Protocol):
         self.read_timer_is_idle = False
 
 
+# --8<-- [end:armour]
+
+
+# --8<-- [start:serve]
+@dataclass
+class Settings:
+    """What the command line may change: the simulated call, the timeouts and the connection limit."""
+
+    delay: float = DELAY
+    work: int = WORK
+    head_timeout: float = HEAD_TIMEOUT
+    body_timeout: float = BODY_TIMEOUT
+    keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT
+    send_timeout: float = SEND_TIMEOUT
+    max_connections: int = MAX_CONNECTIONS
+
+
+class Server:
+    """What every connection shares: settings, the open connections, and the stop flag."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.connections: set[HttpConnection] = set()
+        self.stopping = False
+        self.all_closed = asyncio.Event()  # set once stopping and the last connection is gone
+
+
 async def serve_forever(host: str, port: int, settings: Settings) -> None:
     """Serve until SIGINT/SIGTERM; then stop accepting, finish requests in flight, close idle connections."""
     loop = asyncio.get_running_loop()
@@ -343,7 +351,7 @@ async def serve_forever(host: str, port: int, settings: Settings) -> None:
             for connection in list(server.connections):
                 connection.transport.abort()  # out of grace: stop waiting for them
     await listener.wait_closed()
-# --8<-- [end:model]
+# --8<-- [end:serve]
 
 
 # --8<-- [start:parser]
