@@ -7,8 +7,9 @@ timers and the request it is answering. HTTP/1.1 keep-alive: after answering, a
 connection waits for its next request; pipelined requests (several sent before
 the first answer) are answered one at a time, in order. The simulated database
 call is a timer (loop.call_later): waiting costs no thread and no task.
-Grows from: asyncio_streams.py (the same loop, without its coroutine per
-connection, and with the limits below).
+Grows from: the simplest event loop here, asyncio_streams.py (the same loop,
+without its coroutine per connection, and with the limits below; its page
+compares the two in a table, as almost every line differs).
 
 Why asyncio and not selectors by hand: the loop already provides timers, signal
 handling, write flow control, and, when accept() fails with EMFILE (out of file
@@ -52,7 +53,7 @@ HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
 WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
-BACKLOG = 1024  # pending connections the kernel queues for us: a burst of connects is queued, not refused
+BACKLOG = 128  # pending connections the kernel queues for us (asyncio accepts up to this many per wake-up)
 MAX_REQUEST_LINE_BYTES = 8 * 1024  # a longer request line gets 414: absurd URLs from scanners and overflow probes
 MAX_HEADER_LINE_BYTES = 8 * 1024  # a longer header line gets 431: giant cookies, memory held per connection
 MAX_HEAD_BYTES = 64 * 1024  # a larger request head gets 431: what one connection can make us hold is bounded
@@ -77,10 +78,11 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
-BIG_BODY = b"x" * (1024 * 1024)  # GET /big: 1 MiB, for the slow-reader test
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
-REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout",
+# More statuses than the other designs' REASONS: every refusal below has its own.
+STATUS_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 408: "Request Timeout",
            413: "Content Too Large", 414: "URI Too Long", 417: "Expectation Failed",
            431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable",
            505: "HTTP Version Not Supported"}
@@ -123,14 +125,14 @@ class HttpConnection(asyncio.Protocol):
             self.refuse(503)  # a flood of connections: answer and close, instead of running out of descriptors
             return
         # A new connection gets the head timeout at once: connecting and saying nothing is not free.
-        self.arm_read_timer(self.settings.head_timeout, self.request_timed_out)
+        self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
             return  # lingering: what the client still sends is read and dropped
         if self.read_timer_is_idle:
             # The first byte of the next request: its head timeout starts now and is never reset.
-            self.arm_read_timer(self.settings.head_timeout, self.request_timed_out)
+            self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)
         self.parser.feed(data)
         self.process()
 
@@ -153,7 +155,7 @@ class HttpConnection(asyncio.Protocol):
                 if event.expects_continue:
                     self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for this to send its body
                 if self.parser.expects_body:
-                    self.arm_read_timer(self.settings.body_timeout, self.request_timed_out)
+                    self.arm_read_timer(self.settings.body_timeout, self.body_timed_out)
         if self.client_done and not (self.answering or self.closing or self.writing_paused):
             self.close_gracefully()  # the client sent all it will send and every complete request is answered
             return
@@ -208,13 +210,13 @@ class HttpConnection(asyncio.Protocol):
             return
         self.parser.start_next_request()
         if self.parser.buffer:
-            self.arm_read_timer(self.settings.head_timeout, self.request_timed_out)  # a pipelined request is here
+            self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)  # a pipelined request is here
         else:
             self.arm_read_timer(self.settings.keep_alive_timeout, self.close_gracefully, idle=True)
         self.process()
 
-    # --8<-- [end:model]
-    # --8<-- [start:armour]
+# --8<-- [end:model]
+# --8<-- [start:armour]
     # Clients that stop sending, vanish or stop reading.
 
     def eof_received(self) -> bool:
@@ -257,12 +259,15 @@ class HttpConnection(asyncio.Protocol):
 
     def refuse(self, status: int) -> None:
         """Answer an error and close: after a broken request we cannot know where the next one starts."""
-        body = f"{status} {REASONS[status]}\n".encode()
+        body = f"{status} {STATUS_REASONS[status]}\n".encode()
         self.transport.write(response_head(status, "text/plain; charset=utf-8", len(body), False, "1.1") + body)
         self.close_gracefully()
 
-    def request_timed_out(self) -> None:
-        self.refuse(408)
+    def head_timed_out(self) -> None:
+        self.close_gracefully()  # no request to answer (as nginx): a head that never ended gets only our FIN
+
+    def body_timed_out(self) -> None:
+        self.refuse(408)  # the client sent a request and waits for an answer: tell it why
 
     def stop(self) -> None:
         """On shutdown: a request in flight is finished (its answer says close); an idle connection closes now."""
@@ -387,8 +392,9 @@ class Request:
 
 END_OF_REQUEST = object()  # next_event's answer when the body (or its absence) is over
 
-# RFC 9112 sec. 3: request-line = method SP request-target SP HTTP-version, single spaces.
-REQUEST_LINE = re.compile(rb"([A-Z]{1,%d}) ([\x21-\x7e]+) HTTP/([0-9])\.([0-9])" % MAX_METHOD_BYTES)
+# RFC 9112 sec. 3: request-line = method SP request-target SP HTTP-version, single spaces; stricter than the
+# other designs' REQUEST_LINE (capital-letter methods only, any HTTP/d.d so that 2.0 can get 505).
+STRICT_REQUEST_LINE = re.compile(rb"([A-Z]{1,%d}) ([\x21-\x7e]+) HTTP/([0-9])\.([0-9])" % MAX_METHOD_BYTES)
 # Origin form, absolute form (http or https) or "*" (RFC 9112 sec. 3.2); CONNECT's authority form is checked apart.
 TARGET = re.compile(rb"/[\x21-\x7e]*|[Hh][Tt][Tt][Pp][Ss]?://[\x21-\x7e]*|\*")
 # RFC 9112 sec. 5: field-name ":" OWS field-value OWS. No space before the colon, no leading
@@ -567,7 +573,7 @@ def check_partial_request_line(partial: bytearray) -> None:
 
 def parse_request_line(line: bytes) -> tuple[str, str, str]:
     """Split `METHOD target HTTP/x.y`; 400 for anything else, 505 for a well-formed version not 1.x."""
-    match = REQUEST_LINE.fullmatch(line)
+    match = STRICT_REQUEST_LINE.fullmatch(line)
     if match is None:
         raise RequestError(400)  # no version, HTTP/1.1x, two spaces, a control character...
     method, target, major, minor = match.groups()
@@ -610,7 +616,7 @@ def response_head(status: int, content_type: str, length: int, keep_alive: bool,
     else:
         connection = ""  # HTTP/1.1 keeps the connection unless told otherwise
     allow = "Allow: GET\r\n" if status == 405 else ""
-    return (f"HTTP/1.1 {status} {REASONS[status]}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n"
+    return (f"HTTP/1.1 {status} {STATUS_REASONS[status]}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n"
             f"Date: {http_date()}\r\n{allow}{connection}\r\n").encode("ascii")
 
 
@@ -635,6 +641,7 @@ def raise_open_files_limit(max_connections: int) -> int:
         except (ValueError, OSError):
             pass  # not allowed here: keep the soft limit we have
     return max(1, min(max_connections, soft - FD_RESERVE))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
@@ -663,4 +670,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-# --8<-- [end:plumbing]
