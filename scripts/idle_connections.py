@@ -225,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the design did not start: {error}", file=sys.stderr)
         return EXIT_FAILED
     write_json_atomic(output, record)
-    print(json.dumps({key: record[key] for key in ("design", "connections_kept_alive", "connections_open_after_hold",
-                                                    "baseline_rss_mib", "peak_rss_mib", "kib_per_connection", "probe")}))
+    shown = ("design", "connections_kept_alive", "connections_open_after_hold", "baseline_rss_mib", "peak_rss_mib",
+             "kib_per_connection", "probe")
+    print(json.dumps({key: record[key] for key in shown}))
     print(f"record: {output}")
     return EXIT_OK
 

@@ -69,7 +69,7 @@ BODY_TIMEOUT = 10.0  # the whole body within this long of the head: a client ann
 KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed: idle connections hold descriptors
 SEND_TIMEOUT = 10.0  # a client that takes none of our bytes for this long is dropped: slow readers of big answers
 DRAIN_TIMEOUT = 1.0  # lingering close: after our FIN, read leftovers this long, so close() sends FIN, not RST
-WRITE_CHUNK_BYTES = 64 * 1024  # big bodies reach the transport in pieces, as the client takes them: memory per slow reader
+WRITE_CHUNK_BYTES = 64 * 1024  # big bodies reach the transport piece by piece, as the client reads: slow readers
 FD_RESERVE = 64  # descriptors kept for the listener, the loop and stdio when the connection limit meets the fd limit
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
@@ -108,7 +108,7 @@ class HttpConnection(asyncio.Protocol):
         self.read_timer_is_idle = False  # the keep-alive wait: the next byte starts a head timeout
         self.write_timer: asyncio.TimerHandle | None = None  # armed while the client takes none of our bytes
         self.simulated_call: asyncio.Handle | None = None
-        self.outgoing: list[bytes | memoryview] = []  # the answer, not yet written (a list: an empty deque costs 700 bytes)
+        self.outgoing: list[bytes | memoryview] = []  # the answer, not yet written (an empty deque costs 700 bytes)
         self.answering = False  # from the end of a request until its answer is handed to the transport
         self.closing_after_answer = False  # the answer being sent is the last: Connection: close, or stopping
         self.closing = False  # our last answer is sent or going: only lingering is left
@@ -192,7 +192,8 @@ class HttpConnection(asyncio.Protocol):
         else:
             self.outgoing.append(head)
             view = memoryview(body)
-            self.outgoing.extend(view[start:start + WRITE_CHUNK_BYTES] for start in range(0, len(body), WRITE_CHUNK_BYTES))
+            self.outgoing.extend(view[start:start + WRITE_CHUNK_BYTES]
+                                 for start in range(0, len(body), WRITE_CHUNK_BYTES))
         self.closing_after_answer = not keep_alive
         self.send_more()
 
@@ -403,7 +404,8 @@ HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):([\t\x20-\x7e\x80-\xff
 CONTENT_LENGTH = re.compile(rb"[0-9]{1,15}")  # digits only: "-1", "+5", "0x5", "5, 6" are refused
 # RFC 9112 sec. 7.1: chunk-size [ chunk-ext ]; hex digits only ("6_0", "0x5", "+5", "-1" are refused).
 # An extension needs a name after its ";" ("5;" and "5 junk" are refused); the rest of it is read, not parsed.
-CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,%d})(?:[ \t]*;[ \t]*[!#$%%&'*+.^_`|~0-9A-Za-z-]+[\t\x20-\x7e\x80-\xff]*)?"
+CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,%d})"  # the size
+                             rb"(?:[ \t]*;[ \t]*[!#$%%&'*+.^_`|~0-9A-Za-z-]+[\t\x20-\x7e\x80-\xff]*)?"  # extensions
                              % MAX_CHUNK_SIZE_DIGITS)
 REQUEST_LINE_BYTES = bytes(range(0x21, 0x7F)) + b" \r"  # what a request line may contain, CRLF included
 
@@ -616,8 +618,8 @@ def response_head(status: int, content_type: str, length: int, keep_alive: bool,
     else:
         connection = ""  # HTTP/1.1 keeps the connection unless told otherwise
     allow = "Allow: GET\r\n" if status == 405 else ""
-    return (f"HTTP/1.1 {status} {STATUS_REASONS[status]}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n"
-            f"Date: {http_date()}\r\n{allow}{connection}\r\n").encode("ascii")
+    return (f"HTTP/1.1 {status} {STATUS_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {length}\r\nDate: {http_date()}\r\n{allow}{connection}\r\n").encode("ascii")
 
 
 def simulated_cpu_work(iterations: int) -> int:

@@ -66,8 +66,10 @@ VALID = {
                                            [("GET", "/", "1.0", True, False), "end"]),
     "Connection: close": (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: x, close\r\n\r\n",
                           [("GET", "/", "1.1", False, False), "end"]),
-    "absolute form": (b"GET http://a/big?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", [("GET", "/big", "1.1", True, False), "end"]),
-    "empty line before the request line (RFC 9112 sec. 2.2)": (b"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", [GET_PAGE, "end"]),
+    "absolute form": (b"GET http://a/big?x=1 HTTP/1.1\r\nHost: a\r\n\r\n",
+                      [("GET", "/big", "1.1", True, False), "end"]),
+    "empty line before the request line (RFC 9112 sec. 2.2)": (b"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+                                                                [GET_PAGE, "end"]),
     "blanks around a value, obs-text inside": (b"GET / HTTP/1.1\r\nHost: a\r\nX: \t caf\xc3\xa9 \t\r\n\r\n",
                                                [GET_PAGE, "end"]),
     "two pipelined requests, in order": (b"GET /big HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
@@ -80,7 +82,8 @@ VALID = {
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"a;name=value\r\n0123456789\r\nA ; quoted=\"a;b\"\r\n0123456789\r\n000\r\nVary: *\r\n\r\n",
         [("POST", "/", "1.1", True, False), "end"]),
-    "Expect: 100-continue with a body": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nhi",
+    "Expect: 100-continue with a body": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n"
+                                         b"Expect: 100-continue\r\n\r\nhi",
                                          [("POST", "/", "1.1", True, True), "end"]),
     "Expect is ignored in HTTP/1.0 (RFC 9110 sec. 10.1.1)": (b"GET / HTTP/1.0\r\nExpect: whatever\r\n\r\n",
                                                               [("GET", "/", "1.0", False, False), "end"]),
@@ -121,14 +124,17 @@ INVALID = {
     "101 header lines": (b"GET / HTTP/1.1\r\n" + b"X: a\r\n" * 101 + b"\r\n", 431),
     "a head over 64 KiB": (b"GET / HTTP/1.1\r\n" + (b"X: " + b"a" * 8000 + b"\r\n") * 9 + b"\r\n", 431),
     # Framing (RFC 9112 sec. 6; llhttp transfer-encoding.md and content-length.md; gunicorn chunked_*).
-    "Content-Length and chunked": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+    "Content-Length and chunked": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                                   b"Transfer-Encoding: chunked\r\n\r\n", 400),
     "an empty Transfer-Encoding and a Content-Length": (b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n"
                                                         b"Content-Length: 5\r\n\r\nhello", 400),
     "Content-Length: 5, 6": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 6\r\n\r\n", 400),
-    "two Content-Length headers": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400),
+    "two Content-Length headers": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+                                   b"Content-Length: 6\r\n\r\n", 400),
     "a negative Content-Length": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400),
     "a non-numeric Content-Length": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400),
-    "a Content-Length of 4,300 digits": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: " + b"9" * 4300 + b"\r\n\r\n", 400),
+    "a Content-Length of 4,300 digits": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: " + b"9" * 4300
+                                         + b"\r\n\r\n", 400),
     "a body over 1 MiB": (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1048577\r\n\r\n", 413),
     "chunked is not the last coding (gunicorn chunked_06)": (
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n", 400),
@@ -560,7 +566,8 @@ def test_case_16_expect_100_continue_with_a_10_mib_body_gets_413_unread(patient)
 
 def test_case_16_expect_100_continue_with_a_small_body_gets_100_then_the_answer(patient) -> None:
     with connect(patient) as conn:
-        conn.sendall(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n")
+        conn.sendall(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n"
+                     b"Connection: close\r\n\r\n")
         interim = conn.recv(65536)
         conn.sendall(b"hello")
         final = read_until_close(conn)
