@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import environment, probe, processes, runner  # noqa: E402
+from harness import environment, launcher, probe, processes  # noqa: E402
 from harness.catalogue import REPO_ROOT, UnknownNameError, load_catalogue  # noqa: E402
 from harness.records import write_json_atomic  # noqa: E402
 from harness.resources import GroupSampler, sample_group  # noqa: E402
@@ -150,7 +150,7 @@ def measure(design_name: str, connections: int, hold: float, server_args: list[s
     raise_own_open_files_limit(connections)
     pinning = processes.cpu_pinning()
     port = processes.free_port()
-    command = runner.server_command(design, port, 0.0, log_dir) + server_args
+    command = launcher.server_command(design, port, 0.0, log_dir) + server_args
     held: list[socket.socket] = []
     refused: dict[str, int] = {}
     with processes.running_server(command, port, log_dir, cpu=pinning["server"], cwd=REPO_ROOT,
