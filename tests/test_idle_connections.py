@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 import resource
 
 import pytest
@@ -55,3 +57,14 @@ def test_more_connections_than_the_hard_limit_allows_exit_2(tmp_path) -> None:
     if hard == resource.RLIM_INFINITY:
         pytest.skip("no hard limit on open files here")
     assert run(tmp_path, "hardened", "--connections", str(hard)) == (2, None)
+
+
+def test_the_idle_table_is_read_from_the_records(tmp_path) -> None:
+    from harness import idle_render
+
+    assert idle_render.idle_files(tmp_path / "generated", "{source}\n", tmp_path) == {}  # no record, no table
+    (tmp_path / "idle-connections").mkdir()
+    shutil.copy(Path(__file__).parent / "fixtures" / "idle" / "hardened.json", tmp_path / "idle-connections")
+    table = idle_render.idle_files(tmp_path / "generated", "{source}\n", tmp_path)[
+        tmp_path / "generated" / "idle-connections.md"]
+    assert "| hardened | 10,000 of 10,000 | 10,000 | 24.2 → **47.8** | 2.42 | 1.0 / 4.9 (0 failed) |" in table

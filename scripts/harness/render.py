@@ -35,7 +35,7 @@ from harness import keep_alive_verdict
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
-from harness import free_threaded, multi_process_render, python_versions
+from harness import free_threaded, idle_render, multi_process_render, python_versions
 from harness.stats import spread
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
@@ -354,6 +354,7 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir,
                                                          records))
     files.update(python_versions.python_versions_files(records, generated_dir, plots_dir(generated_dir), HEADER))
+    files.update(idle_render.idle_files(generated_dir, HEADER, results_dir))
     # Always there (the cpu-bound page includes it): the table once a runner's records exist, words until then.
     files[generated_dir / "free-threaded.md"] = (HEADER.format(source="results/free-threaded/")
                                                  + free_threaded.free_threaded_table(results_dir))
