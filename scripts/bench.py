@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import probe, processes, render, runner  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.figures import FigureError  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
 
@@ -173,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError,
+            FigureError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
