@@ -132,3 +132,20 @@ def test_render_exits_2_and_names_the_figure_when_a_record_cannot_answer_it(
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert "figure 'gone': no record results/sweep-io.json" in capsys.readouterr().err
+
+
+def test_every_quoted_figure_stands_alone_on_its_line_and_no_punctuation_follows_it() -> None:
+    """pymdownx.snippets replaces only a line holding nothing but the marker; the next line joins with a space."""
+    problems = []
+    for path in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if "_generated/figures.md:" not in line:
+                continue
+            where = f"{path.relative_to(REPO_ROOT)}:{number + 1}"
+            if re.fullmatch(r'\s*--8<-- "docs/_generated/figures\.md:[a-z0-9-]+"', line) is None:
+                problems.append(f"{where}: the include must be alone on its line")
+            following = lines[number + 1].lstrip() if number + 1 < len(lines) else ""
+            if following[:1] in {".", ",", ";", ":", ")", "?", "!"}:
+                problems.append(f"{where}: punctuation after a figure would print after a space")
+    assert problems == []

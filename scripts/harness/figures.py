@@ -61,7 +61,7 @@ METRICS: dict[str, tuple[Callable[[list[dict[str, Any]]], float], Callable[[floa
     "complete": (lambda runs: _median(runs, lambda run: run.get("complete"), "complete"),
                  lambda value: f"{value:,.0f} responses"),
     "duration": (lambda runs: _median(runs, lambda run: run.get("duration_s"), "duration_s"),
-                 lambda value: f"{value:.3f} s"),
+                 lambda value: f"{value:.2f} s"),
     "window": (lambda runs: _median(runs, lambda run: run.get("time_limit"), "time_limit"),
                lambda value: f"{value:g} s"),
     "cpu": (lambda runs: _median(runs, _resource("cpu_seconds"), "server CPU seconds"),
@@ -156,19 +156,21 @@ SITE_FIGURES: list[Figure] = [
     *_figures("from-scratch", "thread-per-connection", 10, ["rate"], "scratch-threads"),
     # Designing servers: straight and behind nginx.
     *_figures("designing-servers", "nginx", 50, ["rate"], "designing-nginx"),
-    *_figures("designing-servers", "thread-pool-executor", 50, ["rate"], "designing-thread-pool"),
+    *_figures("designing-servers", "thread-pool-executor", 50, ["rate", "cpu", "duration"], "designing-thread-pool"),
     *_figures("designing-servers", "process-pool", 50, ["rate"], "designing-process-pool"),
     *_figures("designing-servers", "thread-per-connection", 50, ["rate"], "designing-threads"),
-    *_figures("designing-servers", "sequential-sockets", 50, ["rate"], "designing-sequential"),
+    *_figures("designing-servers", "sequential-sockets", 50, ["rate", "cpu", "duration"], "designing-sequential"),
     *_figures("designing-servers", "fork-per-connection", 50, ["rate"], "designing-fork"),
     *_figures("designing-servers-behind-nginx", "thread-per-connection", 50, ["rate"], "proxied-threads"),
     *_figures("designing-servers-behind-nginx", "thread-pool-executor", 50, ["rate"], "proxied-thread-pool"),
     *_figures("designing-servers-behind-nginx", "sequential-sockets", 50, ["rate"], "proxied-sequential"),
+    *_figures("designing-servers-behind-nginx", "fork-per-connection", 50, ["rate"], "proxied-fork"),
     # Open loop: a queue a closed-loop tool does not show.
     *_figures("open-loop", "thread-pool-queue", 160, ["rate", "p50"], "open-pool-160"),
     *_figures("open-loop", "thread-per-connection", 160, ["rate", "p50"], "open-threads-160"),
     # The concurrency-models article: the careful and the naive sequential server.
-    *_figures("concurrency-models", "sequential-sockets", 8, ["rate"], "models-sequential"),
+    *_figures("concurrency-models", "sequential-sockets", 8, ["rate", "cpu", "duration"], "models-sequential"),
+    *_figures("async-101", "sequential-sockets", 150, ["rate"], "async101-sequential"),
     *_figures("async-101", "async-101-naive-sync", 150, ["rate"], "async101-naive-sync"),
 ]
 
