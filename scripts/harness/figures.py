@@ -127,14 +127,14 @@ SITE_FIGURES: list[Figure] = [
     *_figures("sweep-hello", "uvicorn", 1, ["rate"], "hello-uvicorn-c1"),
     *_figures("sweep-hello", "asyncio-streams", 1, ["rate"], "hello-streams-c1"),
     # The I/O sweep: 100 ms calls, every model, and the edge of a 1 s window.
-    *_figures("sweep-io", "epoll-loop", 1000, ["rate", "cpu", "window", "p50"], "io-epoll-c1000"),
+    *_figures("sweep-io", "epoll-loop", 1000, ["rate", "cpu", "window"], "io-epoll-c1000"),
     *_figures("sweep-io", "nginx", 1000, ["rate", "cpu"], "io-nginx-c1000"),
     *_figures("sweep-io", "uvicorn", 1000, ["rate", "p50", "p99", "cpu"], "io-uvicorn-c1000"),
     *_figures("sweep-io", "asyncio-streams", 1000, ["rate", "p50", "p99", "cpu"], "io-streams-c1000"),
     *_figures("sweep-io", "thread-per-connection", 1000, ["rate", "rss"], "io-threads-c1000"),
     *_figures("sweep-io", "thread-per-connection", 1, ["rate", "complete", "duration", "p50"], "io-threads-c1"),
     *_figures("sweep-io", "thread-per-connection", 10, ["rate", "complete"], "io-threads-c10"),
-    *_figures("sweep-io", "thread-pool-executor", 500, ["rate", "p50"], "io-pool-c500"),
+    *_figures("sweep-io", "thread-pool-executor", 500, ["p50"], "io-pool-c500"),
     *_figures("sweep-io", "prefork", 1000, ["rate", "rss", "processes"], "io-prefork-c1000"),
     *_figures("sweep-io", "epoll-loop", 1000, ["rss"], "io-epoll-c1000"),
     # Ten thousand clients.
@@ -146,7 +146,7 @@ SITE_FIGURES: list[Figure] = [
     # CPU-bound work on two cores.
     *_figures("cpu-bound", "thread-per-connection", 10, ["rate"], "cpu-threads-c10"),
     *_figures("cpu-bound", "asyncio-streams", 10, ["rate"], "cpu-streams-c10"),
-    *_figures("cpu-bound", "process-pool", 10, ["rate", "rss"], "cpu-process-pool-c10"),
+    *_figures("cpu-bound", "process-pool", 10, ["rate"], "cpu-process-pool-c10"),
     *_figures("cpu-bound", "prefork", 10, ["rate"], "cpu-prefork-c10"),
     *_figures("cpu-bound", "sequential-sockets", 10, ["rate"], "cpu-sequential-c10"),
     # A blocking call the loop cannot await (from-scratch).
@@ -155,12 +155,9 @@ SITE_FIGURES: list[Figure] = [
     *_figures("from-scratch", "asyncio-streams", 10, ["rate"], "scratch-streams"),
     *_figures("from-scratch", "thread-per-connection", 10, ["rate"], "scratch-threads"),
     # Designing servers: straight and behind nginx.
-    *_figures("designing-servers", "nginx", 50, ["rate"], "designing-nginx"),
     *_figures("designing-servers", "thread-pool-executor", 50, ["rate", "cpu", "duration"], "designing-thread-pool"),
-    *_figures("designing-servers", "process-pool", 50, ["rate"], "designing-process-pool"),
     *_figures("designing-servers", "thread-per-connection", 50, ["rate"], "designing-threads"),
-    *_figures("designing-servers", "sequential-sockets", 50, ["rate", "cpu", "duration"], "designing-sequential"),
-    *_figures("designing-servers", "fork-per-connection", 50, ["rate"], "designing-fork"),
+    *_figures("designing-servers", "sequential-sockets", 50, ["cpu", "duration"], "designing-sequential"),
     *_figures("designing-servers-behind-nginx", "thread-per-connection", 50, ["rate"], "proxied-threads"),
     *_figures("designing-servers-behind-nginx", "thread-pool-executor", 50, ["rate"], "proxied-thread-pool"),
     *_figures("designing-servers-behind-nginx", "sequential-sockets", 50, ["rate"], "proxied-sequential"),
@@ -170,8 +167,6 @@ SITE_FIGURES: list[Figure] = [
     *_figures("open-loop", "thread-per-connection", 160, ["rate", "p50"], "open-threads-160"),
     # The concurrency-models article: the careful and the naive sequential server.
     *_figures("concurrency-models", "sequential-sockets", 8, ["rate", "cpu", "duration"], "models-sequential"),
-    *_figures("async-101", "sequential-sockets", 150, ["rate"], "async101-sequential"),
-    *_figures("async-101", "async-101-naive-sync", 150, ["rate"], "async101-naive-sync"),
 ]
 
 
