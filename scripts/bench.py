@@ -4,20 +4,24 @@
     python scripts/bench.py list [--json]
     python scripts/bench.py scenarios [--json]
     python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
-    python scripts/bench.py check NAME [--work N]
+    python scripts/bench.py check NAME [--work N] [--keep-alive]
     python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
+    python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
 
-Exit codes: 0 success; 1 a design failed or a table is stale; 2 bad input
+Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
 without it, a broken catalogue); 3 a bug in the harness (traceback printed; every process it
-started was stopped); 130 interrupted.
+started was stopped); 130 interrupted. `serve` instead exits with the design's own
+exit status once it is stopped (0 after a graceful stop).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import probe, processes, render, runner  # noqa: E402
+from harness import balance, launcher, plan, probe, processes, render, restart, runner, verify  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.figures import FigureError  # noqa: E402
 from harness.records import load_records  # noqa: E402
@@ -56,31 +60,45 @@ def command_scenarios(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM."""
+    """Run one design in the foreground exactly as the harness starts it, until SIGINT/SIGTERM.
+
+    Exits with the design's own exit status: after Ctrl-C or SIGTERM, the status it stopped with
+    (0 after a graceful stop), 128 + N if a signal N ended it.
+    """
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    command = runner.server_command(design, args.port, args.delay, runner.LOG_DIR / "serve" / design.name,
-                                    work=args.work)
-    print("$ " + " ".join(command), file=sys.stderr, flush=True)
+    command = launcher.server_command(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
+                                      work=args.work)
+    print("$ " + shlex.join(command), file=sys.stderr, flush=True)
     process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
     try:
-        return process.wait()
-    finally:
+        status = process.wait()
+    except KeyboardInterrupt:
         # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
-        processes.stop_process_group(process, stop_signal=design.stop_signal)
+        status = processes.stop_process_group(process, stop_signal=design.stop_signal)
+        print(f"{design.name} stopped on {design.stop_signal.name}: exit status {status}", file=sys.stderr)
+    finally:
+        processes.stop_process_group(process, stop_signal=design.stop_signal)  # nothing left if it ended already
+    return status if status >= 0 else 128 - status  # killed by signal N: 128 + N, as a shell reports it
 
 
 def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Start a design, show its answer to GET /, verify it, stop it."""
+    """Start a design, show its answer to GET /, verify it (in keep-alive mode if asked), stop it."""
     design = catalogue.design(args.name)
+    refused = verify.refusal(design, "check --keep-alive", args.keep_alive)
+    if refused:
+        print(f"{design.name}: {refused}", file=sys.stderr)
+        return EXIT_FAILED
     port = processes.free_port()
-    workdir = runner.LOG_DIR / "check" / design.name
-    command = runner.server_command(design, port, args.delay, workdir, work=args.work)
-    with processes.running_server(command, port, workdir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server:
-        problems = runner.VERIFIERS[design.kind](server.host, server.port)
-        if design.kind in runner.HTTP_KINDS:
+    workdir = launcher.LOG_DIR / "check" / design.name
+    with launcher.running_design(design, port, args.delay, workdir, work=args.work) as server:
+        print("$ " + shlex.join(server.command), file=sys.stderr, flush=True)
+        verification = verify.verify(design, server.host, server.port, keep_alive=args.keep_alive)
+        if design.kind in verify.HTTP_KINDS and not args.keep_alive:
             print(probe.get(server.host, server.port).raw.decode("utf-8", errors="replace"))
-    print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}; "
+    problems = verification.problems
+    proven = f" ({', '.join(f'{key} {value}' for key, value in verification.proven.items())})" if not problems else ""
+    print(f"{design.name}: {'OK' if not problems else 'FAILED: ' + '; '.join(problems)}{proven}; "
           f"exit code on {design.stop_signal.name} {server.exit_code}")
     return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
 
@@ -94,17 +112,31 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     selected = [(scenario, names) for scenario, names in selected if names != []]
     for scenario, _ in selected:
         require_tool(scenario.tool)  # a missing tool stops the run before the first cell, not midway
-    progress = runner.plan_run(catalogue, selected, args.quick, args.repeat)
+    progress = plan.plan_run(catalogue, selected, args.quick, args.repeat)
     any_failed = False
     for scenario, names in selected:
         path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
         print(render.scenario_table(record))
         print(f"Wrote {path}")
-        failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+        failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
+                  for design in record["designs"] if design["status"] != "ok"]
         if failed:
             any_failed = True
             print(f"FAILED in {scenario.id}: {', '.join(failed)} (see the table and build/logs/)", file=sys.stderr)
     return EXIT_FAILED if any_failed else EXIT_OK
+
+
+def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """The restart scenario: restarts under steady load, every request recorded (harness/restart.py)."""
+    path, failures = restart.run_restart(catalogue, args.quick, args.design, args.out)
+    print(f"Wrote {path}")
+    return EXIT_OK if failures == 0 else EXIT_FAILED
+
+
+def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """How evenly event-loop workers share connections (harness/balance.py)."""
+    print(f"Wrote {balance.run_balance(catalogue, args.quick, args.out)}")
+    return EXIT_OK
 
 
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
@@ -143,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("name")
     check.add_argument("--delay", type=float, default=0.0)
     check.add_argument("--work", type=int, default=0, help=WORK_HELP)
+    check.add_argument("--keep-alive", action="store_true",
+                       help="check that it answers several requests on one connection (keep_alive = true designs)")
     check.set_defaults(handler=command_check)
     run = commands.add_parser("run", help="measure designs under a scenario")
     run.add_argument("--scenario", help="one scenario id (default: every scenario)")
@@ -152,6 +186,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="directory for the records (default: results/ for a complete "
                                                "full run, build/results/ otherwise)")
     run.set_defaults(handler=command_run)
+    restarting = commands.add_parser("restart", help="restart servers under steady load; record every request")
+    restarting.add_argument("--design", action="append", help="only this design's targets (repeatable)")
+    restarting.add_argument("--quick", action="store_true", help="shorter load, fewer restarts")
+    restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
+                                                      "run of every target, build/results/ otherwise)")
+    restarting.set_defaults(handler=command_restart)
+    balancing = commands.add_parser("balance", help="how evenly event-loop workers share connections")
+    balancing.add_argument("--quick", action="store_true", help="fewer requests")
+    balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
+                                                     " with --quick)")
+    balancing.set_defaults(handler=command_balance)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)
@@ -174,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, runner.UnsupportedWorkError,
-            FigureError) as error:
+    except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
+            restart.RestartPlanError, FigureError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

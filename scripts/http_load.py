@@ -337,7 +337,10 @@ def report(outcomes: list[Outcome], started: float, finished: float, stopped_by:
         record["late"] = sum(1 for outcome in outcomes
                              if not outcome.start - outcome.intended_start <= LATE_TOLERANCE)
         record["late_tolerance_ms"] = LATE_TOLERANCE * 1000
-    record.update(keep_alive=False, python=platform.python_version(), open_files=open_files)
+    # CLOCK_MONOTONIC (perf_counter) at the run's start: a harness reading the same clock can place its
+    # own events (a server restart) on this run's timeline.
+    record.update(keep_alive=False, python=platform.python_version(), open_files=open_files,
+                  clock_start_s=round(started, 6))
     return record
 
 

@@ -12,7 +12,8 @@ Run:   APP_DELAY=0.1 uvicorn --app-dir servers asgi_app:app --http httptools --l
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: the delay comes from the APP_DELAY environment
-variable, read once at import, because the command line belongs to the server.
+variable, read once at import, because the command line belongs to the server;
+so does APP_KEEP_ALIVE=1, which stops the app asking to close every connection.
 A blocking call here (time.sleep, a blocking database driver) would freeze
 every request of the process, exactly as in selectors_blocking_sleep.py.
 """
@@ -21,6 +22,8 @@ import asyncio
 import os
 
 DELAY = float(os.environ.get("APP_DELAY", "0.1"))  # seconds of simulated database call per request
+# APP_KEEP_ALIVE=1: leave the connection to the server (and the client), so it may be kept alive.
+KEEP_ALIVE = os.environ.get("APP_KEEP_ALIVE", "0") == "1"
 BODY = b"""<!doctype html>
 <html>
   <head><title>Many clients at once</title></head>
@@ -38,15 +41,10 @@ async def app(scope: dict, receive, send) -> None:
     else:
         await asyncio.sleep(DELAY)  # the simulated database call: only this request waits
         status, body, content_type = 200, BODY, b"text/html; charset=utf-8"
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [
-            (b"content-type", content_type),
-            (b"content-length", str(len(body)).encode()),
-            # ASGI lets an application ask for the connection to close; uvicorn then
-            # answers "Connection: close" and closes after the body, as every design here does.
-            (b"connection", b"close"),
-        ],
-    })
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    if not KEEP_ALIVE:
+        # ASGI lets an application ask for the connection to close; uvicorn then
+        # answers "Connection: close" and closes after the body, as every design here does.
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

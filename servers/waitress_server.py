@@ -10,7 +10,7 @@ Grows from: asyncio_executor.py (an event loop that does all the socket work
 and hands the blocking call to a fixed pool of threads), with waitress's own
 select loop in place of asyncio's and the whole application in the pool.
 
-Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--keep-alive]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Why a runner and not `waitress-serve`: waitress-serve installs no SIGTERM
@@ -20,9 +20,10 @@ requests still queued for a thread. Here both signals stop accepting, then let
 every request already accepted finish, for up to SHUTDOWN_GRACE seconds.
 Two more things waitress does not do on its own, added here: it has no switch
 to turn keep-alive off (and PEP 3333 forbids the application to send
-"Connection: close"), so ClosingTask asks it to close after each answer; and it
-closes a refused connection with request bytes unread, which makes the kernel
-send RST, so ClosingChannel half-closes and drains first, as our designs do.
+"Connection: close"), so ClosingTask asks it to close after each answer
+(--keep-alive leaves waitress's own keep-alive on); and it closes a refused
+connection with request bytes unread, which makes the kernel send RST, so
+DrainingChannel half-closes and drains first, as our designs do.
 Known limits: beyond connection_limit (100) open connections waitress stops
 accepting and new clients wait in the backlog.
 """
@@ -86,10 +87,8 @@ class Drainer(wasyncore.dispatcher):
         self.close()
 
 
-class ClosingChannel(HTTPChannel):
-    """A connection whose requests run as ClosingTasks, and that closes with FIN, not RST."""
-
-    task_class = ClosingTask
+class DrainingChannel(HTTPChannel):
+    """A connection that closes with FIN, not RST: what --keep-alive uses (waitress's own keep-alive)."""
 
     def handle_close(self) -> None:
         # Waitress closes at once, even with request bytes still unread (a refused
@@ -104,6 +103,12 @@ class ClosingChannel(HTTPChannel):
             except OSError:
                 pass  # the client is already gone
         super().handle_close()
+
+
+class ClosingChannel(DrainingChannel):
+    """A DrainingChannel whose requests run as ClosingTasks: it closes after every answer."""
+
+    task_class = ClosingTask
 
 
 def open_channels(server: BaseWSGIServer) -> int:
@@ -128,6 +133,8 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--keep-alive", action="store_true",
+                        help="keep connections open between requests (waitress's own behaviour), instead of closing")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -148,7 +155,8 @@ def main() -> None:
         channel_timeout=CLIENT_TIMEOUT,
         cleanup_interval=CLIENT_TIMEOUT,  # how often idle connections are looked for (default 30 s)
     )
-    server.channel_class = ClosingChannel  # every connection accepted from now on closes after its answer
+    # Every connection accepted from now on closes after its answer, or, with --keep-alive, when the client asks.
+    server.channel_class = DrainingChannel if args.keep_alive else ClosingChannel
     host, port = server.socket.getsockname()[:2]
     print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
     serve_forever(server, stopping)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import processes, runner
+from harness import launcher, processes
 from harness.catalogue import Design, load_catalogue
 
 CATALOGUE = load_catalogue()
@@ -29,9 +29,7 @@ def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -
     """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit."""
     port = processes.free_port()
     workdir = tmp_path / (f"{design.name}-work-{work}" if work else design.name)
-    command = runner.server_command(design, port, delay, workdir, work=work)
-    with processes.running_server(command, port, workdir, cwd=runner.REPO_ROOT,
-                                  stop_signal=design.stop_signal) as server:
+    with launcher.running_design(design, port, delay, workdir, work=work) as server:
         yield server
 
 

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
 from conftest import CATALOGUE, started, tcp_sockets_on  # noqa: E402
-from harness import probe, processes, runner  # noqa: E402
+from harness import launcher, probe, processes  # noqa: E402
 from harness.tools.ab import parse_summary  # noqa: E402
 
 NAIVE_AND_FIXED = [("async-101-naive-sync", "sequential-sockets"), ("async-101-naive-async", "asyncio-sock-api")]
@@ -270,7 +270,7 @@ def measure_inside_namespace(design_name: str, abort: str) -> None:
     design = CATALOGUE.design(design_name)
     port = processes.free_port()
     workdir = REPO_ROOT / "build" / "logs" / "async101-overflow" / f"{design_name}-abort-{abort}"
-    command = runner.server_command(design, port, SLOW_DELAY, workdir)
+    command = launcher.server_command(design, port, SLOW_DELAY, workdir)
     with processes.running_server(command, port, workdir, cwd=REPO_ROOT):
         ab = processes.run_tool(["ab", "-r", "-l", "-n", str(AB_OVERFLOW_REQUESTS), "-c", str(AB_OVERFLOW_CONCURRENCY),
                                  f"http://127.0.0.1:{port}/"], timeout=90)

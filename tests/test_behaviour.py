@@ -29,7 +29,8 @@ def header_block(total_kib: int) -> bytes:
 
 
 def request_with_headers(extra: bytes = b"") -> bytes:
-    return b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + extra + b"\r\n"
+    # Connection: close, so that a keep-alive design closes after answering, as the tests read until close.
+    return b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra + b"\r\n"
 
 
 def test_get_root_answers_the_page_with_correct_headers(http_design: Design, tmp_path) -> None:
@@ -85,7 +86,7 @@ def test_a_malformed_request_line_gets_400(http_design: Design, tmp_path, case: 
 
 
 def test_a_method_other_than_get_is_refused(http_design: Design, tmp_path) -> None:
-    request = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n\r\nhello"
+    request = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello"
     with started(http_design, tmp_path) as server:
         response = probe.parse_response(probe.exchange(server.host, server.port, request))
     assert response.status in (405, 501)

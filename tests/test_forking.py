@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE, started
-from harness import probe, processes, runner
+from harness import launcher, probe, processes
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 
@@ -124,8 +124,8 @@ def test_each_connection_in_flight_has_its_own_child(name: str, tmp_path) -> Non
 def test_the_pool_keeps_its_workers_and_forks_no_more(tmp_path) -> None:
     design = CATALOGUE.design("process-pool")
     port = processes.free_port()
-    command = [*runner.server_command(design, port, 0.0, tmp_path), "--workers", "3"]
-    with processes.running_server(command, port, tmp_path, cwd=runner.REPO_ROOT) as server:
+    command = [*launcher.server_command(design, port, 0.0, tmp_path), "--workers", "3"]
+    with processes.running_server(command, port, tmp_path, cwd=launcher.REPO_ROOT) as server:
         # The port can be ready a moment before the parent has forked all three: wait for them.
         wait_until(lambda: len(children_of(server.process.pid)) >= 3, 5.0)
         before = sorted(child.pid for child in children_of(server.process.pid))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE, started, tcp_sockets_on
-from harness import probe, processes, runner
+from harness import launcher, ports, probe, processes, verify
 from harness.catalogue import REPO_ROOT, Design
 from harness.records import write_json_atomic
 
@@ -251,8 +251,7 @@ def time_wait_on(port: int) -> int:
 
 def design_on(name: str, port: int, tmp_path: Path):
     design = CATALOGUE.design(name)
-    command = runner.server_command(design, port, 0.0, tmp_path / name)
-    return processes.running_server(command, port, tmp_path / name, cwd=REPO_ROOT, stop_signal=design.stop_signal)
+    return launcher.running_design(design, port, 0.0, tmp_path / name)
 
 
 def leave_time_wait_behind(port: int, tmp_path: Path, requests: int = 20) -> None:
@@ -267,8 +266,8 @@ def shared_port_in_time_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     """A fresh run's shared port, on which a design has just served 20 requests and stopped."""
     if not Path("/proc/net/tcp").exists():
         pytest.skip("reads TIME_WAIT sockets from /proc/net/tcp")
-    monkeypatch.setattr(runner, "_run_ports", {})
-    port = runner.run_port()
+    monkeypatch.setattr(ports, "_run_ports", {})
+    port = ports.run_port()
     leave_time_wait_behind(port, tmp_path, requests=20)
     assert time_wait_on(port) >= 20
     return port
@@ -277,7 +276,7 @@ def shared_port_in_time_wait(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_the_next_design_listens_on_the_port_the_last_one_left_in_time_wait(shared_port_in_time_wait: int,
                                                                            tmp_path: Path) -> None:
     port = shared_port_in_time_wait
-    assert runner.run_port() == port  # the same port again: its TIME_WAIT is no obstacle
+    assert ports.run_port() == port  # the same port again: its TIME_WAIT is no obstacle
     with design_on("asyncio-streams", port, tmp_path) as server:
         assert probe.get(server.host, server.port).status == 200
 
@@ -297,26 +296,26 @@ def test_a_design_without_so_reuseaddr_cannot_bind_that_port_so_it_gets_a_fresh_
         with design_on(naive.name, port, tmp_path):
             pass
     assert "Address already in use" in refused.value.stderr_tail
-    assert runner.run_port("server", naive) != port
-    assert runner.run_port() == port  # the others keep the shared port
+    assert ports.run_port("server", naive) != port
+    assert ports.run_port() == port  # the others keep the shared port
 
 
 def test_a_shared_port_that_something_else_took_is_replaced(monkeypatch) -> None:
-    monkeypatch.setattr(runner, "_run_ports", {})
-    port = runner.run_port()
+    monkeypatch.setattr(ports, "_run_ports", {})
+    port = ports.run_port()
     with socket.socket() as squatter:
         squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         squatter.bind((processes.LOOPBACK, port))
         squatter.listen()
-        replacement = runner.run_port()
+        replacement = ports.run_port()
     assert replacement != port
-    assert runner.run_port() == replacement
-    assert runner.run_port("proxy") not in (port, replacement)  # the reverse proxy has a port of its own
+    assert ports.run_port() == replacement
+    assert ports.run_port("proxy") not in (port, replacement)  # the reverse proxy has a port of its own
 
 
 @pytest.mark.skipif(not Path("/proc/net/netstat").exists(), reason="reads TcpExt counters from /proc/net/netstat")
 def test_time_wait_overflows_are_counted_from_the_kernel() -> None:
-    overflows = runner.time_wait_overflows()
+    overflows = ports.time_wait_overflows()
     assert isinstance(overflows, int) and overflows >= 0
 
 
@@ -327,13 +326,44 @@ def test_the_primer_sends_its_requests_at_once_and_a_sequential_server_still_ans
     for name in ("thread-per-connection", "sequential-sockets"):
         with started(CATALOGUE.design(name), tmp_path, delay=0.3) as server:
             begun = time.monotonic()
-            runner.prime(server.host, server.port)
+            verify.prime(server.host, server.port)
             timings[name] = time.monotonic() - begun
-    assert runner.PRIMER_REQUESTS == 3
+    assert verify.PRIMER_REQUESTS == 3
     assert timings["thread-per-connection"] < 0.8, timings
     assert timings["sequential-sockets"] > 0.85, timings
 
 
 def test_the_primer_raises_when_the_server_does_not_answer():
     with pytest.raises(OSError):
-        runner.prime(processes.LOOPBACK, processes.free_port())  # nothing listens there
+        verify.prime(processes.LOOPBACK, processes.free_port())  # nothing listens there
+
+
+# --- serve: the design's own exit status --------------------------------------------------------------
+
+@pytest.mark.parametrize(("catalogue", "name", "signum", "expected"), [
+    (None, "thread-per-connection", signal.SIGINT, 0),
+    (None, "thread-per-connection", signal.SIGTERM, 0),
+    (BROKEN_CATALOGUE, "stops-with-status-3", signal.SIGINT, 3),
+], ids=["ctrl-c", "sigterm", "design-exits-3"])
+def test_serve_exits_with_the_designs_own_status_after_a_stop_signal(catalogue, name, signum, expected) -> None:
+    port = processes.free_port()
+    options = ["--catalogue", str(catalogue)] if catalogue else []
+    serving = subprocess.Popen([*BENCH, *options, "serve", name, "--port", str(port)], cwd=REPO_ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((processes.LOOPBACK, port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        serving.send_signal(signum)
+        _, stderr = serving.communicate(timeout=30)
+    finally:
+        if serving.poll() is None:
+            serving.send_signal(signal.SIGINT)
+            serving.communicate(timeout=30)
+    assert serving.returncode == expected, stderr
+    assert "no record was written" not in stderr and "interrupted" not in stderr
+    assert f"exit status {expected}" in stderr

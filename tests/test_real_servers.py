@@ -12,8 +12,10 @@ reason to exist.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -27,7 +29,9 @@ from harness import probe, processes
 from harness.catalogue import REPO_ROOT, Design
 from servers import asgi_app, sequential_sockets, wsgi_app
 
-REAL_SERVERS = ["nginx", "gunicorn-sync", "gunicorn-gevent", "waitress", "uvicorn"]
+REAL_SERVERS = ["nginx", "gunicorn-sync", "gunicorn-gevent", "waitress", "uvicorn",
+                "granian-asgi", "granian-wsgi", "gunicorn-gthread", "nginx-keep-alive", "gunicorn-gevent-keep-alive",
+                "waitress-keep-alive", "uvicorn-keep-alive"]
 # The request lines of test_behaviour.py's malformed-line test, by the same ids.
 MALFORMED_LINES = {"no-spaces": b"NONSENSE\r\n\r\n", "no-version": b"GET /\r\n\r\n",
                    "garbage-version": b"GET / HTTP/9.9 extra\r\n\r\n"}
@@ -116,6 +120,21 @@ def test_the_asgi_app_answers_get_with_the_skeletons_page_and_asks_to_close() ->
     assert headers[b"connection"] == b"close"
 
 
+def test_with_app_keep_alive_the_asgi_app_leaves_the_connection_to_the_server(monkeypatch) -> None:
+    monkeypatch.setattr(asgi_app, "KEEP_ALIVE", True)  # what APP_KEEP_ALIVE=1 sets at import
+    start, body = call_asgi("GET")
+    assert start["status"] == 200 and body["body"] == sequential_sockets.BODY
+    assert b"connection" not in dict(start["headers"])
+
+
+def test_app_keep_alive_is_read_from_the_environment_at_import() -> None:
+    command = [sys.executable, "-c", "import asgi_app; print(asgi_app.KEEP_ALIVE)"]
+    answers = [subprocess.run(command, cwd=REPO_ROOT / "servers", env={**os.environ, **env}, capture_output=True,
+                              text=True, timeout=30, check=True).stdout.strip()
+               for env in ({"APP_KEEP_ALIVE": "1"}, {"APP_KEEP_ALIVE": "0"})]
+    assert answers == ["True", "False"]
+
+
 def test_the_asgi_app_refuses_other_methods_with_405() -> None:
     start, _ = call_asgi("POST")
     assert start["status"] == 405
@@ -194,6 +213,21 @@ def test_gunicorn_caps_header_lines_and_their_size_not_the_whole_head(name: str,
         thirty_three = answer_status(server.host, server.port, request(*[b"X-%d: 1" % i for i in range(33)]))
         one_large = answer_status(server.host, server.port, request(b"Host: a", b"Cookie: " + b"c" * 3000))
     assert (thirty_two, thirty_three, one_large) == (200, 431, 431)
+
+
+@pytest.mark.parametrize("name", ["granian-asgi", "granian-wsgi"])
+def test_granian_refuses_a_70_kib_head_with_a_48_kib_buffer_but_not_with_64_kib(name: str, tmp_path) -> None:
+    """Why the catalogue sets --http1-buffer-size 49152: Granian's only cap is its read buffer."""
+    head = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + b"X-Filler: %s\r\n" % (b"a" * 1000) * 70 + b"\r\n"
+    as_catalogued = design(name)
+    assert as_catalogued.command[as_catalogued.command.index("--http1-buffer-size") + 1] == "49152"
+    with_64_kib = dataclasses.replace(as_catalogued, command=[
+        "65536" if part == "49152" else part for part in as_catalogued.command])
+    statuses = []
+    for variant in (as_catalogued, with_64_kib):
+        with started(variant, tmp_path / str(len(statuses))) as server:
+            statuses.append(answer_status(server.host, server.port, head))
+    assert statuses == [431, 200]
 
 
 # --- waitress: the runner, and the pool behind it -------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import render, runner
+from harness import plan, ports, render
 from harness.catalogue import REPO_ROOT, load_catalogue
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
@@ -20,34 +20,34 @@ CATALOGUE = load_catalogue()
 
 
 def test_a_closed_loop_scenario_has_one_cell_per_concurrency_level() -> None:
-    cells = runner.levels({"concurrency": [1, 10, 50], "requests": 100})
+    cells = plan.levels({"concurrency": [1, 10, 50], "requests": 100})
     assert cells == [("c=1", 1, {}), ("c=10", 10, {}), ("c=50", 50, {})]
 
 
 def test_an_open_loop_rate_list_sweeps_the_rate_at_one_in_flight_cap() -> None:
-    cells = runner.levels({"concurrency": [1000], "rate": [20, 80, 160], "schedule_seconds": 2, "requests": 0})
+    cells = plan.levels({"concurrency": [1000], "rate": [20, 80, 160], "schedule_seconds": 2, "requests": 0})
     assert cells == [("rate=20", 1000, {"rate": 20, "requests": 40}),
                      ("rate=80", 1000, {"rate": 80, "requests": 160}),
                      ("rate=160", 1000, {"rate": 160, "requests": 320})]
 
 
 def test_a_single_rate_keeps_the_concurrency_levels() -> None:
-    assert runner.levels({"concurrency": [1000], "rate": 80, "requests": 400}) == [("c=1000", 1000, {})]
+    assert plan.levels({"concurrency": [1000], "rate": 80, "requests": 400}) == [("c=1000", 1000, {})]
 
 
 def test_only_blocking_designs_get_the_shorter_time_limit() -> None:
     settings = {"time_limit": 11, "time_limit_blocking": 4}
     blocking, concurrent = CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")
-    assert runner.design_settings(settings, blocking)["time_limit"] == 4
-    assert runner.design_settings(settings, concurrent)["time_limit"] == 11
-    assert runner.design_settings({"time_limit": 11}, blocking)["time_limit"] == 11  # no cap set: none applied
+    assert plan.design_settings(settings, blocking)["time_limit"] == 4
+    assert plan.design_settings(settings, concurrent)["time_limit"] == 11
+    assert plan.design_settings({"time_limit": 11}, blocking)["time_limit"] == 11  # no cap set: none applied
 
 
 def test_the_plan_counts_every_cell_of_every_repetition_and_the_ceiling() -> None:
     designs = [CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")]
     settings = {"concurrency": [1, 10], "repeat": 3, "time_limit": 11, "time_limit_blocking": 4}
-    planned = runner.plan_cells(settings, designs, with_ceiling=True)
-    overhead = runner.CELL_OVERHEAD_SECONDS
+    planned = plan.plan_cells(settings, designs, with_ceiling=True)
+    overhead = plan.CELL_OVERHEAD_SECONDS
     assert len(planned) == 2 + 3 * 2 * 2  # the ceiling's two levels, then repetitions x designs x levels
     assert planned.count(4 + overhead) == 3 * 2  # the blocking design's cells, under its own limit
     assert planned.count(11 + overhead) == 2 + 3 * 2
@@ -55,7 +55,7 @@ def test_the_plan_counts_every_cell_of_every_repetition_and_the_ceiling() -> Non
 
 def test_the_plan_of_the_whole_catalogue_uses_five_repetitions_in_full_and_one_in_quick() -> None:
     for scenario in CATALOGUE.scenarios.values():
-        full, quick = runner.scenario_settings(scenario, quick=False), runner.scenario_settings(scenario, quick=True)
+        full, quick = plan.scenario_settings(scenario, quick=False), plan.scenario_settings(scenario, quick=True)
         assert quick["repeat"] == 1, scenario.id
         # The timeline is a picture of one run, not a statistic; every other cell is repeated five times.
         assert full["repeat"] == (1 if scenario.id == "timeline" else 5), scenario.id
@@ -64,8 +64,8 @@ def test_the_plan_of_the_whole_catalogue_uses_five_repetitions_in_full_and_one_i
 def test_progress_scales_the_estimate_by_how_the_finished_cells_compared(capsys: pytest.CaptureFixture[str],
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter([100.0, 100.0, 120.0])  # start; first step at once; second step 20 s later
-    monkeypatch.setattr(runner.time, "monotonic", lambda: next(clock))
-    progress = runner.Progress([10.0, 10.0, 10.0])
+    monkeypatch.setattr(plan.time, "monotonic", lambda: next(clock))
+    progress = plan.Progress([10.0, 10.0, 10.0])
     progress.step("first")
     progress.step("second")  # one cell of 10 s estimated took 20 s: the two left will take about 40 s
     lines = capsys.readouterr().err.splitlines()
@@ -93,7 +93,7 @@ def test_an_open_loop_rate_sweep_records_one_run_per_rate(tmp_path: Path) -> Non
 
 def test_one_plan_spans_every_scenario_of_a_run() -> None:
     from_scratch, sweep = CATALOGUE.scenario("from-scratch"), CATALOGUE.scenario("sweep-io")
-    progress = runner.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
+    progress = plan.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
     quick_sweep_levels = len(sweep.settings(quick=True)["concurrency"])
     assert len(progress.planned) == len(from_scratch.designs) + quick_sweep_levels
 
@@ -104,36 +104,36 @@ def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_i
               "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:00:05Z"}
     (tmp_path / "from-scratch.json").write_text(json.dumps(record))
     # Planned: 2 cells of 9 + 1 s = 20 s; the record took 5 s: the scenario runs at a quarter of its plan.
-    assert runner.past_speed(CATALOGUE, tmp_path, "from-scratch") == pytest.approx(0.25)
-    assert runner.past_speed(CATALOGUE, tmp_path, "no-record-yet") == 1.0
+    assert plan.past_speed(CATALOGUE, tmp_path, "from-scratch") == pytest.approx(0.25)
+    assert plan.past_speed(CATALOGUE, tmp_path, "no-record-yet") == 1.0
     (tmp_path / "broken.json").write_text("{")
-    assert runner.past_speed(CATALOGUE, tmp_path, "broken") == 1.0
+    assert plan.past_speed(CATALOGUE, tmp_path, "broken") == 1.0
 
 
 def test_the_time_wait_threshold_is_half_the_kernel_table(tmp_path: Path) -> None:
     size = tmp_path / "tcp_max_tw_buckets"
     size.write_text("131072\n")
-    assert runner.time_wait_drain_threshold(size) == 65536
-    assert runner.time_wait_drain_threshold(tmp_path / "missing") == 32_768
+    assert ports.time_wait_drain_threshold(size) == 65536
+    assert ports.time_wait_drain_threshold(tmp_path / "missing") == 32_768
 
 
 def test_the_wait_ends_at_once_below_the_threshold_and_is_bounded_above_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner, "time_wait_sockets", lambda: 100)
+    monkeypatch.setattr(ports, "time_wait_sockets", lambda: 100)
     started = time.monotonic()
-    runner.wait_for_time_wait_drain(below=1000, max_wait=5)
+    ports.wait_for_time_wait_drain(below=1000, max_wait=5)
     assert time.monotonic() - started < 0.5
-    monkeypatch.setattr(runner, "time_wait_sockets", lambda: 5000)
+    monkeypatch.setattr(ports, "time_wait_sockets", lambda: 5000)
     started = time.monotonic()
-    runner.wait_for_time_wait_drain(below=1000, max_wait=1.2)
+    ports.wait_for_time_wait_drain(below=1000, max_wait=1.2)
     assert 1.0 <= time.monotonic() - started < 3
 
 
 def test_time_limit_at_lengthens_only_the_levels_it_names() -> None:
     settings = {"concurrency": [10, 500, 1000], "time_limit": 1, "time_limit_at": {"500": 2, "1000": 3}, "repeat": 1}
-    assert runner.levels(settings) == [("c=10", 10, {}), ("c=500", 500, {"time_limit": 2}),
+    assert plan.levels(settings) == [("c=10", 10, {}), ("c=500", 500, {"time_limit": 2}),
                                        ("c=1000", 1000, {"time_limit": 3})]
-    overhead = runner.CELL_OVERHEAD_SECONDS
-    planned = runner.plan_cells(settings, [CATALOGUE.design("thread-per-connection")], with_ceiling=False)
+    overhead = plan.CELL_OVERHEAD_SECONDS
+    planned = plan.plan_cells(settings, [CATALOGUE.design("thread-per-connection")], with_ceiling=False)
     assert planned == [1 + overhead, 2 + overhead, 3 + overhead]
 
 

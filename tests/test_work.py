@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE, started
-from harness import probe, processes, runner
+from harness import launcher, probe, processes
 from harness.catalogue import REPO_ROOT, Design, load_catalogue
 from harness.resources import CLOCK_TICKS, sample_group
 from test_behaviour import simultaneous_gets
@@ -69,21 +69,21 @@ def test_the_six_designs_of_the_cpu_bound_scenario_take_work() -> None:
 
 @pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)
 def test_server_command_adds_work_only_when_asked(design: Design, tmp_path: Path) -> None:
-    without = runner.server_command(design, 8000, 0.0, tmp_path)
+    without = launcher.server_command(design, 8000, 0.0, tmp_path)
     assert "--work" not in without
-    assert runner.server_command(design, 8000, 0.0, tmp_path, work=0) == without
-    assert runner.server_command(design, 8000, 0.0, tmp_path, work=1234) == [*without, "--work", "1234"]
+    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=0) == without
+    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=1234) == [*without, "--work", "1234"]
 
 
 def test_server_command_refuses_work_for_a_design_without_it(tmp_path: Path) -> None:
     design = CATALOGUE.design("stdlib-http-server")
     assert not design.supports_work
-    assert "--work" not in runner.server_command(design, 8000, 0.0, tmp_path / "none", work=0)  # none asked: fine
-    with pytest.raises(runner.UnsupportedWorkError, match="stdlib-http-server.*supports_work"):
-        runner.server_command(design, 8000, 0.0, tmp_path / "refused", work=5)
+    assert "--work" not in launcher.server_command(design, 8000, 0.0, tmp_path / "none", work=0)  # none asked: fine
+    with pytest.raises(launcher.UnsupportedWorkError, match="stdlib-http-server.*supports_work"):
+        launcher.server_command(design, 8000, 0.0, tmp_path / "refused", work=5)
     assert not (tmp_path / "refused").exists()  # refused before anything was written
-    with pytest.raises(runner.UnsupportedWorkError, match="0 or more"):
-        runner.server_command(CATALOGUE.design("prefork"), 8000, 0.0, tmp_path, work=-1)
+    with pytest.raises(launcher.UnsupportedWorkError, match="0 or more"):
+        launcher.server_command(CATALOGUE.design("prefork"), 8000, 0.0, tmp_path, work=-1)
 
 
 @pytest.mark.parametrize("command", [["check"], ["serve", "--port", "free"]], ids=["check", "serve"])

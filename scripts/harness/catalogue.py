@@ -1,4 +1,4 @@
-"""Load the design and scenario catalogue from scripts/catalogue.toml."""
+"""Load the design and scenario catalogue from scripts/catalogue/*.toml (settings checked by settings.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from harness.paths import REPO_ROOT
+from harness.settings import SettingsError, check_scenario
+from harness.tools import TOOLS
+
 CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
 
@@ -41,6 +44,9 @@ class Design:
     # Binds with SO_REUSEADDR, so it can listen on a port that still holds TIME_WAIT connections
     # (the harness then gives it the run's shared port; otherwise a fresh one).
     reuses_address: bool = True
+    # HTTP/1.1 persistent connections: several requests on one connection (checked before a keep-alive scenario).
+    keep_alive: bool = False
+    pipelining: bool = False  # answers requests sent back to back before the first answer, in order
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -65,6 +71,8 @@ class Design:
             "malformed_request_status": self.malformed_request_status,
             "supports_work": self.supports_work,
             "reuses_address": self.reuses_address,
+            "keep_alive": self.keep_alive,
+            "pipelining": self.pipelining,
             **self.extra,
         }
 
@@ -114,7 +122,7 @@ class Scenario:
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
                   "config_template", "stop_signals", "oversized_head_status", "malformed_request_status",
-                  "supports_work", "reuses_address"}
+                  "supports_work", "reuses_address", "keep_alive", "pipelining"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
@@ -148,7 +156,7 @@ def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], li
 
 
 def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
-    """Parse every catalogue file and check that names are unique and scenarios name known designs."""
+    """Parse every catalogue file and check names, settings (settings.py) and the designs scenarios name."""
     design_entries, scenario_entries = read_entries(directory)
     designs: dict[str, Design] = {}
     for path, entry in design_entries:
@@ -160,6 +168,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
         designs[design.name] = design
     scenarios: dict[str, Scenario] = {}
     for path, entry in scenario_entries:
+        tool = TOOLS.get(entry.get("tool", ""))
+        if tool is None:
+            raise SettingsError(f"{path}: scenario {entry.get('id')!r}: unknown tool {entry.get('tool')!r}; "
+                                f"known: {', '.join(sorted(TOOLS))}")
+        check_scenario(path, entry, tool.name, tool.reads)
         scenario = Scenario(
             id=entry["id"],
             title=entry["title"],
@@ -176,9 +189,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             published=entry.get("published", {}),
             options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
         )
-        for name in scenario.designs:
+        for name in [*scenario.designs, *(scenario.options[key] for key in ("ceiling", "relative_to")
+                                          if key in scenario.options)]:
             if name not in designs:
-                raise UnknownNameError("design", name, sorted(designs))
+                raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
+                                 f"catalogue; known designs: {', '.join(sorted(designs))}")
         asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
         unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
         if unable:  # caught here, not when the run reaches them

@@ -6,6 +6,7 @@ import datetime
 import os
 import platform
 import subprocess
+import sysconfig
 from typing import Any
 
 from harness.catalogue import REPO_ROOT
@@ -49,6 +50,8 @@ def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, st
         "kernel": platform.release(),
         "os": platform.platform(),
         "python": platform.python_version(),
+        # The servers run on this interpreter too ({python} in the catalogue): a free-threaded build has no GIL.
+        "gil": "disabled (free-threaded build)" if sysconfig.get_config_var("Py_GIL_DISABLED") else "enabled",
         "runner": runner,
         "pinning": {
             "server_cpu": pinning["server"],

@@ -3,6 +3,13 @@
 A design that answers wrongly is not measured: a fast wrong answer is not a
 result. The checks are those of the server contract: status 200, a Content-Length
 that matches the body, Content-Type, Date, Connection: close, the page itself.
+
+Two ways to read an answer. In close mode (`exchange`, `get`) the server closes
+after its answer and we read until it does: that is our designs' contract, and
+the naive variants send no Content-Length to read by. In keep-alive mode
+(`exchange_on_one_connection`, `verify_http_keep_alive`) the connection stays
+open, so each answer is framed by its Content-Length; a server that closes
+before the last answer was asked for did not keep the connection alive.
 """
 
 from __future__ import annotations
@@ -61,14 +68,82 @@ def exchange(host: str, port: int, payload: bytes | list[bytes], timeout: float 
         return bytes(received)
 
 
+class ClosedEarlyError(ValueError):
+    """The server closed the connection before a whole answer (or before the next request was answered)."""
+
+
+class ResponseReader:
+    """Read answers one after another from one connection, each framed by its Content-Length."""
+
+    def __init__(self, conn: socket.socket, deadline: float) -> None:
+        self.conn, self.deadline, self.buffer = conn, deadline, bytearray()
+
+    def _fill(self) -> None:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("no whole answer before the deadline")
+        self.conn.settimeout(remaining)
+        try:
+            chunk = self.conn.recv(65536)
+        except ConnectionResetError as error:
+            raise ClosedEarlyError(f"the server reset the connection ({len(self.buffer)} bytes of an answer read)") \
+                from error
+        if not chunk:
+            raise ClosedEarlyError(f"the server closed the connection ({len(self.buffer)} bytes of an answer read)")
+        self.buffer += chunk
+
+    def next_response(self) -> bytes:
+        """The next whole answer: its head, then exactly Content-Length bytes of body."""
+        while b"\r\n\r\n" not in self.buffer:
+            self._fill()
+        head_end = self.buffer.index(b"\r\n\r\n") + 4
+        length = parse_response(bytes(self.buffer[:head_end])).headers.get("content-length")
+        if length is None or not length.isdigit():
+            raise ValueError(f"no Content-Length to frame the answer by: {bytes(self.buffer[:80])!r}")
+        end = head_end + int(length)
+        while len(self.buffer) < end:
+            self._fill()
+        response, self.buffer = bytes(self.buffer[:end]), self.buffer[end:]
+        return response
+
+
+def exchange_on_one_connection(host: str, port: int, requests: list[bytes], pipelined: bool = False,
+                               timeout: float = READ_TIMEOUT_SECONDS) -> list[bytes]:
+    """Send several requests on one connection and read each answer by its Content-Length.
+
+    One after another (each sent once the previous answer is in), or pipelined: all sent in
+    one write before any answer is read. Raises ClosedEarlyError when the server closes first.
+    """
+    deadline = time.monotonic() + timeout
+    answers = []
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        reader = ResponseReader(conn, deadline)
+        if pipelined:
+            conn.sendall(b"".join(requests))
+            return [reader.next_response() for _ in requests]
+        for number, request in enumerate(requests, 1):
+            try:
+                conn.sendall(request)
+            except (BrokenPipeError, ConnectionResetError) as error:
+                raise ClosedEarlyError(f"the server closed the connection before request {number}") from error
+            try:
+                answers.append(reader.next_response())
+            except ClosedEarlyError as error:
+                raise ClosedEarlyError(f"after answer {number - 1}: {error}") from None
+    return answers
+
+
 def get(host: str, port: int, path: str = "/", extra_headers: str = "", timeout: float = READ_TIMEOUT_SECONDS) -> RawResponse:
-    """One plain GET, parsed."""
-    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{extra_headers}\r\n".encode("ascii")
+    """One plain GET asking the server to close after it (a keep-alive server otherwise keeps it open), parsed."""
+    request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n{extra_headers}\r\n".encode("ascii")
     return parse_response(exchange(host, port, request, timeout))
 
 
-def http_problems(response: RawResponse) -> list[str]:
-    """Everything wrong with an answer to GET /, by the server contract; empty when correct."""
+def http_problems(response: RawResponse, keep_alive: bool = False) -> list[str]:
+    """Everything wrong with an answer to GET /, by the server contract; empty when correct.
+
+    In close mode the answer must say Connection: close; asked to keep alive, it must not.
+    """
     problems = []
     if response.status != 200:
         problems.append(f"status {response.status}, expected 200")
@@ -81,7 +156,10 @@ def http_problems(response: RawResponse) -> list[str]:
         problems.append(f"Content-Type {response.headers.get('content-type')!r}, expected text/html")
     if "date" not in response.headers:
         problems.append("no Date header")
-    if response.headers.get("connection", "").lower() != "close":
+    closes = response.headers.get("connection", "").lower() == "close"
+    if keep_alive and closes:
+        problems.append("Connection: close, asked to keep alive")
+    elif not keep_alive and not closes:
         problems.append("no Connection: close")
     if b"<h1>" not in response.body:
         problems.append("the body is not the hello page")
@@ -94,6 +172,44 @@ def verify_http(host: str, port: int) -> list[str]:
         return http_problems(get(host, port))
     except (OSError, ValueError) as error:
         return [f"could not fetch /: {error}"]
+
+
+KEEP_ALIVE_REQUESTS = 3  # answers one connection must carry before a design counts as keeping alive
+
+
+def keep_alive_request(host: str, port: int, http_version: str) -> bytes:
+    """GET / asking to keep the connection: HTTP/1.1 keeps it by default, HTTP/1.0 must ask (as ab -k does)."""
+    ask = "Connection: keep-alive\r\n" if http_version == "HTTP/1.0" else ""
+    return f"GET / {http_version}\r\nHost: {host}:{port}\r\n{ask}\r\n".encode("ascii")
+
+
+def verify_http_keep_alive(host: str, port: int, requests: int = KEEP_ALIVE_REQUESTS, pipelined: bool = False,
+                           http_version: str = "HTTP/1.1") -> tuple[bool, list[str]]:
+    """Ask for / `requests` times on one connection, without Connection: close.
+
+    Returns whether the server closed (the connection, before the last answer, or by saying
+    Connection: close) and everything wrong: each answer must be whole (read by its Content-Length)
+    and keep the contract, except that it must not say Connection: close. Asked in HTTP/1.0 (as ab -k
+    asks), each answer must also say Connection: keep-alive, or an HTTP/1.0 client closes it.
+    """
+    request = keep_alive_request(host, port, http_version)
+    mode = f"{http_version}, {'pipelined' if pipelined else 'one after another'}"
+    try:
+        answers = exchange_on_one_connection(host, port, [request] * requests, pipelined=pipelined)
+    except ClosedEarlyError as error:
+        return True, [f"did not keep the connection open for {requests} requests ({mode}): {error}"]
+    except (OSError, ValueError) as error:
+        return False, [f"could not fetch / {requests} times on one connection ({mode}): {error}"]
+    problems, closed = [], False
+    for number, answer in enumerate(answers, 1):
+        response = parse_response(answer)
+        connection = response.headers.get("connection", "").lower()
+        found = http_problems(response, keep_alive=True)
+        if http_version == "HTTP/1.0" and connection != "keep-alive" and connection != "close":
+            found.append("no Connection: keep-alive in answer to an HTTP/1.0 keep-alive request")
+        closed = closed or connection == "close" or (http_version == "HTTP/1.0" and connection != "keep-alive")
+        problems += [f"answer {number} of {requests}: {problem}" for problem in found]
+    return closed, problems
 
 
 def verify_naive_http(host: str, port: int) -> list[str]:

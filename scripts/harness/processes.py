@@ -123,6 +123,7 @@ class RunningServer:
     port: int
     stdout_path: Path
     stderr_path: Path
+    command: list[str]  # exactly what was started (with taskset when pinned), to re-run it by hand
     exit_code: int | None = None
 
     def stderr_tail(self) -> str:
@@ -139,11 +140,11 @@ def running_server(command: Sequence[str], port: int, log_dir: Path, host: str =
     """Start a server, wait until it listens, yield it, and always stop its whole group."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "server.stdout", log_dir / "server.stderr"
+    started = pinned(command, cpu)
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen(pinned(command, cpu), stdout=stdout, stderr=stderr,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
-                                   env=env, cwd=cwd)
-    server = RunningServer(process, host, port, stdout_path, stderr_path)
+        process = subprocess.Popen(started, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env=env, cwd=cwd)
+    server = RunningServer(process, host, port, stdout_path, stderr_path, started)
     try:
         wait_until_listening(process, port, stderr_path, host)
         yield server

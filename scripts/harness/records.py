@@ -12,6 +12,7 @@ from typing import Any
 from harness.catalogue import REPO_ROOT
 
 RESULTS_DIR = REPO_ROOT / "results"
+SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
 SCHEMA_VERSION = 1
 
 

@@ -13,6 +13,8 @@ missing, or should no longer exist: a page can never show a stale number.
 
 from __future__ import annotations
 
+import statistics
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +32,12 @@ from harness.cells import (
     summarise_cell,
     tool_bound,
 )
+from harness import keep_alive_verdict
 from harness.figures import SITE_FIGURES, Figure, figures_page
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
+from harness import free_threaded, multi_process_render, python_versions
 from harness.stats import spread
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
@@ -124,6 +128,13 @@ def _completed(row: Row) -> str:
     return completed_label(row.cell, limit, row.record["scenario"]["tool"] == "wrk")
 
 
+def _cpu_per_request(row: Row) -> str:
+    """The server's CPU time per answered request (its whole process group, sampled around the run)."""
+    costs = [run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6 for run in row.cell["runs"]
+             if (run.get("server_resources") or {}).get("cpu_seconds") is not None and run.get("complete")]
+    return f"{statistics.median(costs):,.0f}" if costs else "–"
+
+
 def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
     """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for."""
     settings, published = record["settings"], record["scenario"].get("published", {})
@@ -136,6 +147,8 @@ def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
         chosen.append(("Total time, s, median (min–max)", _duration))
     if settings.get("relative_to"):
         chosen.append((f"% of {settings['relative_to']}", _relative))
+    if settings.get("cpu_per_request"):
+        chosen.append(("Server CPU µs per request, median", _cpu_per_request))
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
@@ -238,7 +251,8 @@ def caption(record: dict[str, Any]) -> str:
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
-            f"Linux {environment['kernel']}, Python {environment['python']}, {tools}; "
+            f"Linux {environment['kernel']}, Python {environment['python']}"
+            f"{' (harness; the designs ran on CPython ' + settings['python'] + ')' if settings.get('python') else ''}, {tools}; "
             f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 
@@ -294,7 +308,8 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
 
 
 def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR,
-                   design_names: list[str] | None = None, figures: list[Figure] | None = None) -> dict[Path, str]:
+                   design_names: list[str] | None = None,
+                   scenario_ids: list[str] | None = None, figures: list[Figure] | None = None) -> dict[Path, str]:
     """Every generated file and its content, computed from the records (and the catalogue's design names).
 
     `figures` defaults to the site's quoted figures for results/ itself, and to none for any other
@@ -302,6 +317,8 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     """
     if design_names is None:
         design_names = list(load_catalogue().designs)
+    if scenario_ids is None:
+        scenario_ids = list(load_catalogue().scenarios)
     if figures is None:
         figures = SITE_FIGURES if results_dir == RESULTS_DIR else []
     from harness import plots  # matplotlib is slow to import: only rendering needs it
@@ -317,6 +334,10 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     files[generated_dir / "repeatability.md"] = (
         HEADER.format(source="results/ (run A) and results/rerun/ (run B)")
         + repeatability_page(records, load_records(rerun_dir(results_dir))))
+    # The keep-alive hypothesis (docs/keep-alive.md), judged from its two records; always present.
+    files[generated_dir / "keep-alive-verdict.md"] = (
+        HEADER.format(source=f"results/{keep_alive_verdict.ON_SCENARIO}.json and "
+                             f"results/{keep_alive_verdict.OFF_SCENARIO}.json") + keep_alive_verdict.verdict_page(records))
     if figures:
         files[generated_dir / "figures.md"] = (
             HEADER.format(source="results/ (the figures of scripts/harness/figures.py)") + figures_page(records, figures))
@@ -330,12 +351,23 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
                 f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{table}")
         for plot_name, svg in plots.scenario_plots(record).items():
             files[plots_dir(generated_dir) / plot_name] = svg
+    for scenario_id in scenario_ids:
+        if scenario_id not in records:  # a page may include a scenario's table before its first record
+            files[generated_dir / f"{scenario_id}.md"] = HEADER.format(source="the catalogue") + (
+                f"*Not measured yet: no `results/{scenario_id}.json`. "
+                f"`python scripts/bench.py run --scenario {scenario_id} --quick` measures it on your machine.*\n")
     for name, sections in by_design.items():
         # One file per design with every scenario it took part in: its page includes just this.
         body = "\n".join(sections) if sections else (
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
+    files.update(multi_process_render.multi_process_files(generated_dir, plots_dir(generated_dir), results_dir,
+                                                         records))
+    files.update(python_versions.python_versions_files(records, generated_dir, plots_dir(generated_dir), HEADER))
+    # Always there (the cpu-bound page includes it): the table once a runner's records exist, words until then.
+    files[generated_dir / "free-threaded.md"] = (HEADER.format(source="results/free-threaded/")
+                                                 + free_threaded.free_threaded_table(results_dir))
     return files
 
 

@@ -1,7 +1,11 @@
 """Load tools: each adapter builds its command line and parses what the tool emits.
 
 An adapter module defines `TOOL`, an object with `name`, `executable`,
-`install_hint`, `version()` and `run(url, concurrency, settings, workdir, cpu)`.
+`install_hint`, `reads` (the scenario settings it reads: see settings.py),
+`keep_alive_version` (how it asks to keep a connection, "HTTP/1.1" or "HTTP/1.0";
+None if it never does), `version()`, `command(url, concurrency, settings, workdir)` (the
+command line it will run, printed by the runner before the run) and
+`run(url, concurrency, settings, workdir, cpu)`.
 `run` returns one record with the same keys whatever the tool:
 requests_per_second, complete, failed, latency_ms (mean, p50, p90, p99, max),
 duration_s, keep_alive, command, exit_code, error; plus the tool's own extras.
@@ -24,8 +28,12 @@ class LoadTool(Protocol):
     name: str
     executable: str
     install_hint: str
+    reads: frozenset[str]
+    keep_alive_version: str | None
 
     def version(self) -> str: ...
+
+    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]: ...
 
     def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
             cpu: str | None) -> dict[str, Any]: ...

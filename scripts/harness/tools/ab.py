@@ -28,6 +28,9 @@ SUMMARY_PATTERNS = {
     # The mean of the "Total" connection times (whole ms). Not "Time per request (mean)": that line is
     # concurrency x duration / completed, which in a time-limited run exceeds even the slowest request.
     "mean_ms": r"^Total:\s+\d+\s+(\d+)",
+    # Only with -k: how many answers came on a connection kept open. ab falls back to a new connection
+    # whenever an answer does not say "Connection: keep-alive", silently: this line is the proof.
+    "keep_alive_requests": r"^Keep-Alive requests:\s+(\d+)",
 }
 FAILED_KINDS = re.compile(r"\(Connect: (\d+), Receive: (\d+), Length: (\d+), Exceptions: (\d+)\)")
 CSV_RELIABLE_ABOVE = 50
@@ -38,7 +41,7 @@ def parse_summary(stdout: str) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for key, pattern in SUMMARY_PATTERNS.items():
         match = re.search(pattern, stdout, re.MULTILINE)
-        if match is None and key not in ("non_2xx", "failed", "mean_ms"):
+        if match is None and key not in ("non_2xx", "failed", "mean_ms", "keep_alive_requests"):
             raise ValueError(f"ab output has no {key!r} line")
         number = match.group(1) if match else "0"
         summary[key] = float(number) if "." in number or key == "mean_ms" else int(number)
@@ -88,6 +91,9 @@ def parse_run(stdout: str, csv_text: str, tsv_text: str) -> dict[str, Any]:
 
 class ApacheBench:
     name = "ab"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"requests", "concurrency", "time_limit", "keep_alive", "ab_flags"})
+    keep_alive_version = "HTTP/1.0"  # ab -k asks in HTTP/1.0, with Connection: Keep-Alive
     executable = "ab"
     install_hint = "sudo apt-get install apache2-utils"
 

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness import processes
-from harness.catalogue import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 CLIENT = REPO_ROOT / "scripts" / "echo_client.py"
 GRACE_SECONDS = 30  # beyond the client's own --timeout, before the harness kills it
@@ -53,6 +53,9 @@ def parse_output(stdout: str) -> dict[str, Any]:
 
 class EchoClient:
     name = "echo-client"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"concurrency", "time_limit", "echo_rate"})
+    keep_alive_version = None  # one sentence per connection: no keep-alive
     executable = sys.executable or "python3"  # a full path: require_tool finds it without PATH
     install_hint = "nothing to install: it is scripts/echo_client.py, run by the harness's own Python"
 

@@ -94,6 +94,9 @@ def parse_run(csv_text: str, requests_expected: int | None) -> dict[str, Any]:
 
 class Hey:
     name = "hey"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them).
+    reads = frozenset({"requests", "concurrency", "time_limit", "keep_alive", "timeout"})
+    keep_alive_version = "HTTP/1.1"  # how it asks to keep a connection: the verifier asks the same way
     executable = "hey"
     install_hint = "sudo apt-get install hey"
 
@@ -106,7 +109,7 @@ class Hey:
         version = answer.stdout.strip() if answer.returncode == 0 else ""
         return f"hey {version}" if version else "hey (version unknown)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any]) -> list[str]:
+    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
         timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
         command: list[str] = []
         if settings.get("time_limit"):

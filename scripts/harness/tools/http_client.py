@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import processes
-from harness.catalogue import REPO_ROOT
+from harness.paths import REPO_ROOT
 
 CLIENT = REPO_ROOT / "scripts" / "http_load.py"
 TIMELINE_MAX_ENTRIES = 2000
@@ -86,6 +86,11 @@ def attach_timeline(record: dict[str, Any], path: Path) -> None:
 
 class HttpClient:
     name = "http-client"
+    # The settings this adapter reads (scripts/harness/settings.py checks scenarios against them);
+    # not keep_alive: it always closes.
+    reads = frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds", "timeline",
+                       "client_timeout"})
+    keep_alive_version = None  # it never keeps a connection
     executable = sys.executable  # the client is a script run by this very interpreter
     install_hint = "nothing to install: scripts/http_load.py needs only the Python standard library"
 

@@ -1,0 +1,164 @@
+"""Event-loop workers under a supervisor: reloads lose nothing, dead workers come back, crashes back off.
+
+The behaviour suite (test_behaviour.py) already checks the HTTP contract of both
+catalogue entries; these tests check what the supervisor adds. Every server is
+started in its own process group on a free loopback port and always stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE, started
+from harness import probe, processes
+from harness.catalogue import REPO_ROOT
+
+SERVER = REPO_ROOT / "servers" / "event_loop_workers.py"
+HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
+SHARINGS = ["event-loop-workers", "event-loop-workers-reuseport"]
+WORKER_LINE = re.compile(r"worker (\d+) served (\d+) connections")
+
+
+def parent_pid(server: processes.RunningServer) -> int:
+    """The supervisor is the process the harness started (no shell in between)."""
+    return server.process.pid
+
+
+def worker_pids(parent: int) -> set[int]:
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text(encoding="ascii").split()
+    return {int(pid) for pid in children}
+
+
+def wait_for(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def open_loop_load(port: int, rate: int, seconds: float) -> dict:
+    """Our open-loop client: every request on schedule, each failure classified (connect, read, ...)."""
+    result = subprocess.run(
+        [sys.executable, str(HTTP_LOAD), f"http://127.0.0.1:{port}/", "--rate", str(rate),
+         "--requests", str(int(rate * seconds)), "--timeout", str(seconds + 20)],
+        capture_output=True, text=True, timeout=seconds + 30, check=False)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SHARINGS)
+def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
+    with started(CATALOGUE.designs[name], tmp_path, delay=0.05) as server:
+        parent = parent_pid(server)
+        first_generation = worker_pids(parent)
+        report: dict = {}
+        load = threading.Thread(target=lambda: report.update(open_loop_load(server.port, rate=200, seconds=4)))
+        load.start()
+        try:
+            for _ in range(3):
+                time.sleep(0.8)
+                os.kill(parent, signal.SIGHUP)
+        finally:
+            load.join(timeout=40)
+        stdout = server.stdout_path.read_text()
+        assert stdout.count("reloaded:") == 3
+        assert not worker_pids(parent) & first_generation  # every worker was replaced
+    assert report["failed"] == 0, report["failed_by_kind"]
+    assert report["complete"] == 800
+    # Every retired worker reported what it served before it left: nothing was cut off.
+    served = sum(int(count) for _, count in WORKER_LINE.findall(server.stdout_path.read_text()))
+    assert served >= 800
+    assert server.exit_code == 0
+
+
+@pytest.mark.parametrize("name", SHARINGS)
+def test_a_killed_worker_is_replaced(name: str, tmp_path) -> None:
+    with started(CATALOGUE.designs[name], tmp_path) as server:
+        parent = parent_pid(server)
+        victim = min(worker_pids(parent))
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: worker_pids(parent) and victim not in worker_pids(parent))
+        assert probe.get(server.host, server.port).status == 200
+    assert "restarting in" in server.stderr_path.read_text()
+
+
+def test_stop_leaves_no_worker_behind(tmp_path) -> None:
+    with started(CATALOGUE.designs["event-loop-workers"], tmp_path) as server:
+        workers = worker_pids(parent_pid(server))
+    assert server.exit_code == 0
+    assert workers
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # stopped and reaped, not orphaned
+
+
+CRASHING_WORKERS = """
+import sys
+sys.path.insert(0, {servers!r})
+import event_loop_workers as server
+
+async def crash_at_start(*args):
+    raise RuntimeError("this worker cannot start")
+
+server.worker_loop = crash_at_start
+sys.argv = ["event_loop_workers.py", "--port", "0", "--workers", "1"]
+server.main()
+"""
+
+
+def test_a_worker_that_crashes_at_start_is_restarted_with_growing_pauses(tmp_path) -> None:
+    script = tmp_path / "crashing.py"
+    script.write_text(CRASHING_WORKERS.format(servers=str(REPO_ROOT / "servers")))
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        time.sleep(2.0)
+    finally:
+        processes.stop_process_group(process)
+    _, stderr = process.communicate(timeout=5)
+    pauses = [float(value) for value in re.findall(r"restarting in ([0-9.]+) s", stderr)]
+    # 0.2, 0.4, 0.8 s ... : a handful of forks in two seconds, not thousands.
+    assert 3 <= len(pauses) <= 6, stderr
+    assert pauses == sorted(pauses) and pauses[1] == 2 * pauses[0]
+    assert process.returncode == 0
+
+
+FAILING_RELOAD = """
+import os, sys
+sys.path.insert(0, {servers!r})
+import event_loop_workers as server
+
+real_worker_loop = server.worker_loop
+
+async def worker_loop(*args):
+    if os.path.exists({broken!r}):
+        raise RuntimeError("the new code does not start")
+    return await real_worker_loop(*args)
+
+server.worker_loop = worker_loop
+sys.argv = ["event_loop_workers.py", "--port", {port!r}, "--workers", "1"]
+server.main()
+"""
+
+
+def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
+    port = processes.free_port()
+    broken = tmp_path / "broken"
+    script = tmp_path / "failing_reload.py"
+    script.write_text(FAILING_RELOAD.format(servers=str(REPO_ROOT / "servers"), broken=str(broken), port=str(port)))
+    with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
+        (old,) = worker_pids(server.process.pid)
+        broken.touch()
+        os.kill(server.process.pid, signal.SIGHUP)
+        wait_for(lambda: "reload failed" in server.stderr_path.read_text())
+        assert worker_pids(server.process.pid) == {old}
+        assert probe.get(server.host, server.port).status == 200
+    assert server.exit_code == 0

@@ -1,0 +1,136 @@
+"""The restart scenario: its plan is checked, its measurement counts every failed request, its renderer is fed
+only by the record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE
+from harness import balance, multi_process_render, restart
+from harness.catalogue import UnknownNameError
+
+PLAN = """
+id = "restart"
+title = "test"
+rate = 200
+seconds = 2.5
+delay = 0.05
+restarts = 2
+first_restart = 0.8
+every = 0.8
+
+[[target]]
+design = "event-loop-workers"
+method = "signal"
+signal = "SIGHUP"
+source = "its docstring"
+
+[[target]]
+design = "event-loop-workers"
+method = "stop-start"
+"""
+
+
+def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
+    path = tmp_path / "restart.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_committed_plan_loads_and_names_known_designs() -> None:
+    plan = restart.load_plan(catalogue=CATALOGUE)
+    assert plan.restarts == 5 and len(plan.moments()) == 5
+    assert {target.method for target in plan.targets} == {"signal", "stop-start"}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("every = 0.8", "evry = 0.8"), "unknown key(s) evry"),
+    (('method = "stop-start"', 'method = "restart"'), "method must be one of"),
+    (('signal = "SIGHUP"', 'signal = "SIGHOP"'), "needs a signal name"),
+    (("every = 0.8", "every = 5"), "not inside the load"),
+])
+def test_a_wrong_plan_is_refused_naming_the_file(tmp_path, change, message) -> None:
+    path = write_plan(tmp_path, PLAN.replace(*change))
+    with pytest.raises(restart.RestartPlanError, match="restart.toml") as error:
+        restart.load_plan(path, catalogue=CATALOGUE)
+    assert message in str(error.value)
+
+
+def test_an_unknown_design_is_refused(tmp_path) -> None:
+    with pytest.raises(UnknownNameError):
+        restart.load_plan(write_plan(tmp_path, PLAN.replace('"event-loop-workers"', '"no-such-design"', 1)),
+                          catalogue=CATALOGUE)
+
+
+def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
+    timeline = [{"intended_start": 0.1, "end": 0.2, "result": "ok"},
+                {"intended_start": 0.2, "end": 0.5, "result": "ok"},
+                {"intended_start": 0.3, "end": None, "result": "connect"}]
+    bins = restart.fold(timeline, seconds=0.5)
+    assert bins[0] == {"t": 0.0, "due": 2, "ok": 2, "failed": 0, "p50_ms": 200.0, "max_ms": 300.0}
+    assert bins[1]["failed"] == 1 and bins[1]["ok"] == 0 and bins[1]["p50_ms"] is None
+
+
+@pytest.mark.slow
+def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
+    path, failures = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
+                                         plan_path=write_plan(tmp_path))
+    record = json.loads(path.read_text(encoding="utf-8"))
+    graceful, naive = record["targets"]
+    assert graceful["report"]["failed"] == 0 and graceful["report"]["complete"] == 500
+    assert len(graceful["restarts"]) == 2
+    # The naive way leaves a moment with no listening socket: refused connections.
+    assert naive["report"]["failed_by_kind"]["connect"] > 0
+    assert failures == naive["report"]["failed"]
+    assert [row["server_command"][1].endswith("event_loop_workers.py") for row in record["targets"]] == [True, True]
+    # Every request is in a bin.
+    assert sum(entry["due"] for entry in graceful["bins"]) == 500
+
+    # The renderer reads only the record: the table says what it measured.
+    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
+    table = files[tmp_path / "generated" / "restart.md"]
+    assert "| event-loop-workers (SIGHUP) | 500 | **0** | 0 | 0 | 0 |" in table
+    assert f"| event-loop-workers (stop, then start) | 500 | **{naive['report']['failed']}** |" in table
+    assert files[tmp_path / "plots" / "restart-timeline.svg"].startswith("<?xml")
+
+
+def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_path) -> None:
+    (tmp_path / "multi-process").mkdir()
+    (tmp_path / "multi-process" / "x.json").write_text('{"schema": 1, "scenario": {"id": "x"}, "designs": []}')
+    with pytest.raises(ValueError, match="not a record of schema 1 and of a kind"):
+        multi_process_render.load_multi_process_records(tmp_path)
+
+
+def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_average(tmp_path) -> None:
+    stdout = "Serving on ...\nworker 11 served 30 connections\nreloaded\nworker 12 served 10 connections\n"
+    assert balance.served_per_worker(stdout) == [30, 10]
+    record = {"rows": [{"name": "event-loop-workers", "workers": 2, "served": [30, 10]}],
+              "scenario": {"requests": 40, "concurrency": 5},
+              "environment": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
+                          "python": "3.11", "commit": "abcdef0123"}, "started_utc": "2026-11-24T00:00:00Z"}
+    table = multi_process_render.balance_table(record)
+    assert "| event-loop-workers | 2 | 30, 10 | 1.50 |" in table
+
+
+@pytest.mark.slow
+def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
+    row = balance.measure(CATALOGUE, "event-loop-workers-reuseport", 2, 200, tmp_path,
+                          {"server": None, "load": None})
+    assert len(row["served"]) == 2 and row["failed"] == 0
+    assert sum(row["served"]) >= 200  # every request, plus the harness's readiness probe connection
+
+
+def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
+    one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
+    two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
+    one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
+    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path,
+                                                     {"scaling-cpu-one-cpu": one, "scaling-cpu-two-cpus": two})
+    table = files[tmp_path / "generated" / "scaling-cpu.md"]
+    row = next(line for line in table.splitlines() if "`thread-per-connection`" in line)
+    assert row.endswith("| **1.80** |")  # the fixture's second record is 1.8 times the first for this design
+    assert "`process-pool`" in table and "| **1.00** |" in table
+    assert (tmp_path / "generated" / "scaling-hello.md") not in files  # no pair of records, no table

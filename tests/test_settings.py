@@ -1,0 +1,109 @@
+"""Scenario settings are checked when the catalogue loads: unknown, mistyped or unread keys are errors.
+
+Each case writes a one-scenario catalogue whose only fault is the one named, and runs
+`bench.py scenarios` on it as a reader would: exit 2, and a message naming the key,
+the scenario and the file.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import settings, tools
+from harness.catalogue import REPO_ROOT, load_catalogue
+
+BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
+DESIGN = """
+[[design]]
+name = "sequential-sockets"
+title = "t"
+kind = "http"
+file = "servers/sequential_sockets.py"
+page = "designs/sequential-sockets.md"
+model = "sequential"
+concurrent = false
+reproduces = []
+"""
+SCENARIO = {"id": '"s"', "title": '"t"', "tool": '"ab"', "requests": "10", "concurrency": "[1]",
+            "time_limit": "1", "delay": "0", "repeat": "1", "designs": '["sequential-sockets"]'}
+
+
+def write_catalogue(directory: Path, quick: str = "", drop: tuple[str, ...] = (), **changes: str) -> Path:
+    entry = {**{key: value for key, value in SCENARIO.items() if key not in drop}, **changes}
+    body = "\n".join(f"{key} = {value}" for key, value in entry.items())
+    path = directory / "catalogue.toml"
+    path.write_text(f"{DESIGN}\n[[scenario]]\n{body}\n" + (f"\n[scenario.quick]\n{quick}\n" if quick else ""),
+                    encoding="utf-8")
+    return path
+
+
+def refused(directory: Path) -> str:
+    result = subprocess.run([*BENCH, "--catalogue", str(directory), "scenarios"], capture_output=True, text=True,
+                            timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2, result.stdout
+    assert "Traceback" not in result.stderr
+    return result.stderr
+
+
+def test_the_unchanged_test_scenario_is_valid(tmp_path: Path) -> None:
+    write_catalogue(tmp_path)
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["keep_alive"] is False
+
+
+def test_a_misspelt_key_is_named_with_its_scenario_its_file_and_the_likely_key(tmp_path: Path) -> None:
+    path = write_catalogue(tmp_path, time_limt="3")
+    message = refused(tmp_path)
+    assert "unknown setting 'time_limt'" in message and "did you mean 'time_limit'" in message
+    assert f"{path}: scenario 's'" in message
+
+
+def test_a_misspelt_key_in_the_quick_table_is_caught_too(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, quick="reapeat = 1")
+    assert "unknown setting 'quick.reapeat'" in refused(tmp_path)
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("concurrency", "10", "concurrency = 10, expected: non-empty list of integers"),
+    ("keep_alive", '"yes"', "keep_alive = 'yes', expected: boolean"),
+    ("repeat", "1.5", "repeat = 1.5, expected: integer"),
+    ("server_cpus", '"0"', "server_cpus = '0', expected: \"all\""),
+])
+def test_a_value_of_the_wrong_type_is_an_error(tmp_path: Path, key: str, value: str, expected: str) -> None:
+    write_catalogue(tmp_path, **{key: value})
+    assert expected in refused(tmp_path)
+
+
+def test_a_setting_the_scenarios_tool_does_not_read_is_an_error(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, timeout="5")  # hey's and wrk's per-request timeout; ab has none
+    message = refused(tmp_path)
+    assert "sets 'timeout', which its tool 'ab' does not read" in message and "ab_flags" in message
+
+
+def test_keep_alive_with_a_tool_that_always_closes_is_an_error(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, tool='"http-client"', keep_alive="true")
+    assert "its tool 'http-client' cannot keep connections alive" in refused(tmp_path)
+
+
+def test_a_missing_required_setting_an_unknown_tool_and_an_unknown_ceiling_are_errors(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, drop=("delay",))
+    assert "missing required setting(s) 'delay'" in refused(tmp_path)
+    write_catalogue(tmp_path, tool='"siege"')
+    assert "unknown tool 'siege'" in refused(tmp_path)
+    write_catalogue(tmp_path, ceiling='"ngnix"')
+    assert "names design 'ngnix', which is not in the catalogue" in refused(tmp_path)
+
+
+def test_every_tool_reads_only_known_settings_and_every_tool_setting_has_a_reader() -> None:
+    read_somewhere = set().union(*(tool.reads for tool in tools.TOOLS.values()))
+    assert read_somewhere <= settings.SETTINGS.keys()
+    tool_settings = {setting.name for setting in settings.SETTINGS.values() if setting.reader == settings.TOOL}
+    assert tool_settings <= read_somewhere
+
+
+def test_the_readme_lists_every_setting() -> None:
+    readme = (REPO_ROOT / "scripts" / "catalogue" / "README.md").read_text(encoding="utf-8")
+    assert [name for name in settings.SETTINGS if f"`{name}`" not in readme] == []
