@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import balance, launcher, plan, probe, processes, render, restart, runner, verify  # noqa: E402
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.figures import FigureError  # noqa: E402
 from harness.records import load_records  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
 
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError) as error:
+            restart.RestartPlanError, FigureError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -118,7 +118,7 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header() -> None:
         return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # leading and trailing pipes
 
     for path, content in render.expected_files().items():
-        if path.suffix != ".md":
+        if path.suffix != ".md" or path.name == "figures.md":  # single numbers, no tables (tests/test_figures.py)
             continue
         tables = [[line for line in block.splitlines() if line.startswith("|")] for block in content.split("\n\n")]
         tables = [rows for rows in tables if rows]

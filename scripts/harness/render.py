@@ -6,6 +6,7 @@ one file per design with its rows from every scenario it took part in, under a
 line naming the scenario (docs/_generated/designs/<design>.md), which its page
 includes. Two more files compare across records: memory-per-connection.md (harness.memory)
 and repeatability.md, results/ against a second run in results/rerun/ (harness.repeatability).
+figures.md holds the single numbers the prose quotes (harness.figures).
 `check` recomputes everything in memory and lists the files that differ, are
 missing, or should no longer exist: a page can never show a stale number.
 """
@@ -32,6 +33,7 @@ from harness.cells import (
     tool_bound,
 )
 from harness import keep_alive_verdict
+from harness.figures import SITE_FIGURES, Figure, figures_page
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
@@ -307,12 +309,18 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
 
 def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR,
                    design_names: list[str] | None = None,
-                   scenario_ids: list[str] | None = None) -> dict[Path, str]:
-    """Every generated file and its content, computed from the records (and the catalogue's design names)."""
+                   scenario_ids: list[str] | None = None, figures: list[Figure] | None = None) -> dict[Path, str]:
+    """Every generated file and its content, computed from the records (and the catalogue's design names).
+
+    `figures` defaults to the site's quoted figures for results/ itself, and to none for any other
+    directory (a test's few records cannot answer every figure the pages quote).
+    """
     if design_names is None:
         design_names = list(load_catalogue().designs)
     if scenario_ids is None:
         scenario_ids = list(load_catalogue().scenarios)
+    if figures is None:
+        figures = SITE_FIGURES if results_dir == RESULTS_DIR else []
     from harness import plots  # matplotlib is slow to import: only rendering needs it
 
     files: dict[Path, str] = {}
@@ -330,6 +338,9 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     files[generated_dir / "keep-alive-verdict.md"] = (
         HEADER.format(source=f"results/{keep_alive_verdict.ON_SCENARIO}.json and "
                              f"results/{keep_alive_verdict.OFF_SCENARIO}.json") + keep_alive_verdict.verdict_page(records))
+    if figures:
+        files[generated_dir / "figures.md"] = (
+            HEADER.format(source="results/ (the figures of scripts/harness/figures.py)") + figures_page(records, figures))
     by_design: dict[str, list[str]] = {name: [] for name in design_names}
     for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")

@@ -1,0 +1,151 @@
+"""Named figures: the single numbers the prose quotes, rendered from the records like the tables.
+
+Exact values are asserted against the frozen fixture tests/fixtures/render/sweep-io.json
+(three designs, levels 1, 100 and 1,000, three repetitions each), never against results/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import render
+from harness.catalogue import REPO_ROOT
+from harness.figures import SITE_FIGURES, Figure, FigureError, figures_page
+
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "render" / "sweep-io.json"
+
+
+def sweep() -> dict[str, Any]:
+    return json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+
+def records(record: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    record = record or sweep()
+    return {record["scenario"]["id"]: record}
+
+
+def test_a_figure_is_the_median_of_its_cell_with_its_unit() -> None:
+    # epoll-loop at c=1,000: 7,885.6, 7,112.1, 7,596.9 req/s; 1.0, 0.88, 0.97 CPU s; 15.2, 15.3, 15.1 MiB.
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rate").value(records()) == "7,597 req/s"
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "cpu").value(records()) == "0.97 CPU-seconds"
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rss").value(records()) == "15.2 MiB"
+    # prefork at c=100: p50 1,012.5, 1,009.7, 1,010.1 ms; under a second one decimal is kept.
+    assert Figure("a", "sweep-io", "prefork", 100, "p50").value(records()) == "1,010 ms"
+    assert Figure("a", "sweep-io", "prefork", 1, "p50").value(records()) == "100.5 ms"
+    assert Figure("a", "sweep-io", "prefork", 1, "processes").value(records()) == "9"
+
+
+def test_a_figure_changes_when_its_record_changes() -> None:
+    figure = Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate")
+    before = figures_page(records(), [figure])
+    changed = sweep()
+    for run in changed["designs"][2]["runs"]:
+        if run["concurrency"] == 1000:
+            run["requests_per_second"] *= 2
+    after = figures_page(records(changed), [figure])
+    assert "7,597 req/s" in before and "15,194 req/s" in after
+
+
+def test_the_page_has_one_snippet_section_per_figure_in_order() -> None:
+    figures = [Figure("first", "sweep-io", "epoll-loop", 100, "rate"),
+               Figure("second", "sweep-io", "thread-per-connection", 1000, "rss")]
+    page = figures_page(records(), figures)
+    assert re.findall(r"--8<-- \[(start|end):([a-z-]+)\]", page) == [
+        ("start", "first"), ("end", "first"), ("start", "second"), ("end", "second")]
+    assert "\n947.3 req/s\n" in page and "\n22.4 MiB\n" in page
+
+
+@pytest.mark.parametrize(("figure", "message"), [
+    (Figure("gone", "sweep-hello", "epoll-loop", 1, "rate"), "no record results/sweep-hello.json"),
+    (Figure("nobody", "sweep-io", "uvicorn", 1, "rate"), "has no design 'uvicorn'"),
+    (Figure("level", "sweep-io", "epoll-loop", 50, "rate"), "no successful run at level 50"),
+    (Figure("metric", "sweep-io", "epoll-loop", 1, "speed"), "unknown metric 'speed'"),
+], ids=["record", "design", "level", "metric"])
+def test_a_missing_record_design_level_or_metric_is_an_error_that_names_the_figure(figure: Figure,
+                                                                                    message: str) -> None:
+    with pytest.raises(FigureError, match=re.escape(message)) as raised:
+        figures_page(records(), [figure])
+    assert repr(figure.name) in str(raised.value)
+
+
+def test_a_run_that_did_not_record_the_metric_is_an_error_not_a_blank() -> None:
+    changed = sweep()
+    del changed["designs"][0]["runs"][0]["server_resources"]
+    with pytest.raises(FigureError, match="do not record server CPU seconds"):
+        Figure("cpu", "sweep-io", "thread-per-connection", 1, "cpu").value(records(changed))
+
+
+def test_two_figures_with_one_name_are_refused() -> None:
+    twice = [Figure("same", "sweep-io", "epoll-loop", 1, "rate"), Figure("same", "sweep-io", "prefork", 1, "rate")]
+    with pytest.raises(FigureError, match="used twice: same"):
+        figures_page(records(), twice)
+
+
+def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
+    results, generated = tmp_path / "results", tmp_path / "generated"
+    results.mkdir()
+    (results / "sweep-io.json").write_text(json.dumps(sweep()), encoding="utf-8")
+    figures = [Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate")]
+    for path, content in render.expected_files(results, generated, figures=figures).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    assert "7,597 req/s" in (generated / "figures.md").read_text()
+
+    changed = sweep()
+    changed["designs"][2]["runs"][5]["requests_per_second"] = 9000.0  # c=1,000: 7,112 -> 9,000, the median to 7,886
+    (results / "sweep-io.json").write_text(json.dumps(changed), encoding="utf-8")
+    expected = render.expected_files(results, generated, figures=figures)
+    stale = [path for path, content in expected.items() if path.read_text(encoding="utf-8") != content]
+    assert generated / "figures.md" in stale
+    assert "7,886 req/s" in expected[generated / "figures.md"]
+
+
+def test_every_site_figure_is_quoted_by_a_page_and_every_quote_names_a_figure() -> None:
+    pages = "".join(path.read_text(encoding="utf-8") for path in (REPO_ROOT / "docs").rglob("*.md")
+                    if "_generated" not in path.parts)
+    quoted = set(re.findall(r'--8<-- "docs/_generated/figures\.md:([a-z0-9-]+)"', pages))
+    defined = {figure.name for figure in SITE_FIGURES}
+    assert quoted - defined == set(), "pages quote figures that scripts/harness/figures.py does not define"
+    assert defined - quoted == set(), "figures no page quotes: remove them or quote them"
+
+
+def test_render_exits_2_and_names_the_figure_when_a_record_cannot_answer_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import bench
+
+    def unanswerable(*args: object, **kwargs: object) -> list[str]:
+        figures_page({}, [Figure("gone", "sweep-io", "epoll-loop", 1, "rate")])
+        return []
+
+    monkeypatch.setattr(render, "stale_files", unanswerable)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert bench.main(["render", "--check"]) == 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert "figure 'gone': no record results/sweep-io.json" in capsys.readouterr().err
+
+
+def test_every_quoted_figure_stands_alone_on_its_line_and_no_punctuation_follows_it() -> None:
+    """pymdownx.snippets replaces only a line holding nothing but the marker; the next line joins with a space."""
+    problems = []
+    for path in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if "_generated/figures.md:" not in line:
+                continue
+            where = f"{path.relative_to(REPO_ROOT)}:{number + 1}"
+            if re.fullmatch(r'\s*--8<-- "docs/_generated/figures\.md:[a-z0-9-]+"', line) is None:
+                problems.append(f"{where}: the include must be alone on its line")
+            following = lines[number + 1].lstrip() if number + 1 < len(lines) else ""
+            if following[:1] in {".", ",", ";", ":", ")", "?", "!"}:
+                problems.append(f"{where}: punctuation after a figure would print after a space")
+    assert problems == []
