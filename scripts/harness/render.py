@@ -33,6 +33,7 @@ from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
 from harness.stats import spread
+from harness.survival import survival_files
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
 PLOTS_DIR = REPO_ROOT / "docs" / "plots"  # served by the site, so not under the excluded _generated/
@@ -309,6 +310,7 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     files[generated_dir / "repeatability.md"] = (
         HEADER.format(source="results/ (run A) and results/rerun/ (run B)")
         + repeatability_page(records, load_records(rerun_dir(results_dir))))
+    files.update(survival_files(results_dir, generated_dir))  # the hostile suite's page (results/hostile.json)
     by_design: dict[str, list[str]] = {name: [] for name in design_names}
     for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")
