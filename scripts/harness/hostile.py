@@ -341,7 +341,7 @@ def pipelined_case(target: Target, case: Case) -> list[Variant]:
             reading = read_answer(conn, sent, sent + bound,
                                   until_complete=lambda statuses, count=count: len(statuses) >= count)
         statuses, complete = responses(reading.data)
-        answered = len(statuses) if complete else len(statuses) - 1
+        answered = max(0, len(statuses) if complete else len(statuses) - 1)
         if answered >= count and all(status == 200 for status in statuses[:count]):
             passed, note = True, f"all {count} answered"
         elif answered >= 1 and statuses[0] == 200 and reading.ended in ("eof", "reset"):
@@ -882,6 +882,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
     cases = suite.select(case_selectors)
     subjects = subjects_for(catalogue, design_names, settings)
     raise_own_open_files_limit()
+    STOPPING.clear()
     started, clock = utc_now(), time.monotonic()
     total = len(subjects) * len(cases)
     done = [0]
