@@ -262,3 +262,17 @@ def test_the_page_includes_every_rendered_piece() -> None:
     page = (REPO_ROOT / "docs" / "survive.md").read_text(encoding="utf-8")
     for path in survival.survival_files(REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated"):
         assert f'--8<-- "docs/_generated/{path.name}"' in page
+
+
+def test_the_proxy_table_names_the_cases_nginx_fixes_and_the_ones_it_costs() -> None:
+    record = json.loads(json.dumps(FIXTURE))
+    alone = record["designs"][0]
+    alone.update(name="sequential-sockets", design="sequential-sockets")
+    alone["cases"][0]["verdict"] = "weak"
+    fronted = json.loads(json.dumps(alone))
+    fronted.update(name="sequential-sockets+nginx", behind_nginx=True)
+    fronted["cases"][0]["verdict"] = "robust"
+    record["designs"] = [alone, fronted]
+    page = survival.proxy_page(record)
+    assert "| 3. long-request-line | ⚠ 414 | ✔ 414 |" in page
+    assert "nginx turns cases 3 robust, and cases none from robust to not." in page

@@ -782,6 +782,12 @@ class Subject:
         return self.design.name + (PROXIED_SUFFIX if self.behind_nginx else "")
 
 
+def warm_up(server: Server) -> None:
+    """A few requests first, so lazily started workers and pool threads are not counted as a case's leak."""
+    with contextlib.suppress(OSError, ValueError):
+        runner.prime(server.target_host, server.target_port)
+
+
 def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], log_root: Path,
                 progress: Callable[[str], None]) -> dict[str, Any]:
     """Every case against one design; a design that dies is restarted for the cases after."""
@@ -797,6 +803,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
         starts += 1
         try:
             with launched(subject.design, settings, log_dir / f"start-{starts}", subject.behind_nginx) as server:
+                warm_up(server)
                 while remaining:
                     if STOPPING.is_set():
                         raise SuiteStopped
@@ -819,6 +826,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
         try:
             with launched(subject.design, settings, log_dir / case.id, subject.behind_nginx,
                           open_files=settings["emfile_nofile"]) as server:
+                warm_up(server)
                 result = run_case(server, case, settings)
         except processes.ServerStartError as error:
             problems.append(f"did not start under RLIMIT_NOFILE {settings['emfile_nofile']}: "

@@ -244,9 +244,12 @@ def proxy_page(record: dict[str, Any] | None) -> str:
         fixed = [case["number"] for case in record["cases"]
                  if _verdict(solo, case["id"]) in ("stalled", "weak", "died")
                  and _verdict(fronted, case["id"]) == "robust"]
+        worse = [case["number"] for case in record["cases"]
+                 if _verdict(solo, case["id"]) == "robust" and _verdict(fronted, case["id"]) in ("stalled", "weak", "died")]
         summary.append(f"- `{solo['design']}`: robust in {totals(solo)['robust']} cases alone, "
                        f"{totals(fronted)['robust']} behind nginx; nginx turns cases "
-                       f"{', '.join(map(str, fixed)) or 'none'} robust.")
+                       f"{', '.join(map(str, fixed)) or 'none'} robust, and cases "
+                       f"{', '.join(map(str, worse)) or 'none'} from robust to not.")
     return "\n".join(lines) + "\n\n" + "\n".join(summary) + "\n"
 
 
