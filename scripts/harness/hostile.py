@@ -509,7 +509,7 @@ def reset_case(target: Target, case: Case) -> list[Variant]:
 
 
 def slow_reader_case(target: Target, case: Case) -> list[Variant]:
-    """GET /big, read 1 KiB, then read nothing for the bound; then see how much the server still sends."""
+    """GET /big, read 1 KiB, then read nothing for a while (the probe runs meanwhile); then see what still arrives."""
     size = target.settings["big_bytes"]
     try:
         with contextlib.closing(connect(target, timeout=5)) as conn:
@@ -533,12 +533,13 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
         conn.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         sent = time.monotonic()
         first = conn.recv(1024)
-        time.sleep(bound)  # the stall: the probe runs meanwhile
+        stall = target.settings.get("slow_reader_stall", bound)
+        time.sleep(stall)  # the stall: the probe runs meanwhile
         rest = read_answer(conn, sent, time.monotonic() + 5)
     received = len(first) + len(rest.data)
     gave_up = received < size
     note = (f"the server gave up: {received:,} of {size:,} bytes sent" if gave_up
-            else f"all {size:,} bytes arrived after a {bound:g} s stall (held in kernel buffers or waited for)")
+            else f"all {size:,} bytes arrived after a {stall:g} s stall (held in kernel buffers or waited for)")
     return [Variant("stalled reader", True, "200", None, note)]
 
 
