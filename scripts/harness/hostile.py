@@ -654,6 +654,7 @@ class Server:
     target_port: int
     process: subprocess.Popen[bytes]
     running: processes.RunningServer
+    command: list[str]
     proxy: processes.RunningServer | None = None
 
     def alive(self) -> bool:
@@ -686,7 +687,7 @@ def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_ngi
             with PROXY_START:  # reverse_proxy reuses one port per run: one proxy binds it, the next finds it busy
                 proxy = front.enter_context(runner.reverse_proxy(PROXY_TEMPLATE, port, log_dir, None))
         target = proxy or server
-        yield Server(design, target.host, target.port, server.process, server, proxy)
+        yield Server(design, target.host, target.port, server.process, server, command, proxy)
 
 
 def run_case(server: Server, case: Case, settings: dict[str, Any]) -> dict[str, Any]:
@@ -799,11 +800,13 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     shared = [case for case in cases if case.kind not in OWN_SERVER_KINDS]
     own = [case for case in cases if case.kind in OWN_SERVER_KINDS]
     remaining = list(shared)
+    commands: list[list[str]] = []  # every server command this design ran with, for the record
     starts = 0
     while remaining and starts < 3:  # a design that keeps dying is not started a fourth time
         starts += 1
         try:
             with launched(subject.design, settings, log_dir / f"start-{starts}", subject.behind_nginx) as server:
+                commands.append(server.command)
                 warm_up(server)
                 while remaining:
                     if STOPPING.is_set():
@@ -827,6 +830,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
         try:
             with launched(subject.design, settings, log_dir / case.id, subject.behind_nginx,
                           open_files=settings["emfile_nofile"]) as server:
+                commands.append(server.command)
                 warm_up(server)
                 result = run_case(server, case, settings)
         except processes.ServerStartError as error:
@@ -842,7 +846,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     return {"name": subject.name, "design": subject.design.name, "title": subject.design.title,
             "model": subject.design.model, "behind_nginx": subject.behind_nginx,
             "status": "ok" if not problems else "failed", "problems": problems, "stderr_tail": stderr_tail,
-            "cases": results}
+            "server_commands": commands, "cases": results}
 
 
 def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[str, Any]) -> list[Subject]:
