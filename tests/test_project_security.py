@@ -116,9 +116,25 @@ def test_a_workflow_never_runs_untrusted_code_with_secrets(path: Path) -> None:
                 "pasted into the script before it runs; pass it through env: instead")
 
 
+def zizmor(directory: Path) -> subprocess.CompletedProcess[str]:
+    """zizmor offline (no GitHub API), reporting medium severity and above; exit 0 means none."""
+    executable = Path(sys.executable).parent / "zizmor"
+    assert executable.exists(), "zizmor is installed from requirements.lock by `make install`"
+    return subprocess.run([str(executable), "--offline", "--no-progress", "--min-severity", "medium", "--format", "plain",
+                           str(directory)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
 def test_zizmor_finds_nothing_of_medium_severity_or_above() -> None:
-    zizmor = Path(sys.executable).parent / "zizmor"
-    assert zizmor.exists(), "zizmor is installed from requirements.lock by `make install`"
-    result = subprocess.run([str(zizmor), "--offline", "--no-progress", "--min-severity", "medium", "--format", "plain",
-                             ".github/workflows"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    result = zizmor(REPO_ROOT / ".github" / "workflows")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_would_catch_an_injection(tmp_path: Path) -> None:
+    """The audit above can fail: an issue title pasted into run: is reported."""
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "bad.yml").write_text(
+        "on: issues\npermissions: {}\njobs:\n  greet:\n    runs-on: ubuntu-latest\n    permissions: {}\n"
+        "    steps:\n      - run: echo \"${{ github.event.issue.title }}\"\n", encoding="utf-8")
+    result = zizmor(workflows)
+    assert result.returncode != 0 and "template-injection" in result.stdout, result.stdout + result.stderr
