@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import processes, runner
+from harness import launcher, processes, verify
 from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, Design, UnknownNameError
 from harness.environment import describe_machine, utc_now
-from harness.records import RESULTS_DIR, SCHEMA_VERSION, write_json_atomic
+from harness.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
 from harness.resources import GroupSampler
 
 CASES_FILE = CATALOGUE_DIR / "hostile" / "cases.toml"
@@ -677,7 +677,7 @@ def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_ngi
     servers/nginx_reverse_proxy.conf in front. Every process is stopped on the way out.
     """
     port = processes.free_port()
-    command = runner.server_command(design, port, settings["delay"], log_dir)
+    command = launcher.server_command(design, port, settings["delay"], log_dir)
     if open_files is not None:
         command = ["prlimit", f"--nofile={open_files}:{open_files}", "--", *command]
     with processes.running_server(command, port, log_dir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server, \
@@ -685,7 +685,7 @@ def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_ngi
         proxy = None
         if behind_nginx:
             with PROXY_START:  # reverse_proxy reuses one port per run: one proxy binds it, the next finds it busy
-                proxy = front.enter_context(runner.reverse_proxy(PROXY_TEMPLATE, port, log_dir, None))
+                proxy = front.enter_context(launcher.reverse_proxy(PROXY_TEMPLATE, port, log_dir, None))
         target = proxy or server
         yield Server(design, target.host, target.port, server.process, server, command, proxy)
 
@@ -787,7 +787,7 @@ class Subject:
 def warm_up(server: Server) -> None:
     """A few requests first, so lazily started workers and pool threads are not counted as a case's leak."""
     with contextlib.suppress(OSError, ValueError):
-        runner.prime(server.target_host, server.target_port)
+        verify.prime(server.target_host, server.target_port)
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], log_root: Path,
@@ -887,7 +887,7 @@ def raise_own_open_files_limit() -> None:
 
 
 def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selectors: list[str] | None, quick: bool,
-              out_dir: Path | None, suite: Suite | None = None, log_root: Path = runner.LOG_DIR / "hostile",
+              out_dir: Path | None, suite: Suite | None = None, log_root: Path = launcher.LOG_DIR / "hostile",
               jobs: int | None = None) -> tuple[Path, dict[str, Any]]:
     """Run the cases against the designs and write the record atomically; returns its path and the record."""
     suite = suite or load_suite()
@@ -930,7 +930,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         "designs": designs,
     }
     complete = not quick and design_names is None and case_selectors is None
-    path = (out_dir or (RESULTS_DIR if complete else runner.SCRATCH_RESULTS_DIR)) / RECORD_NAME
+    path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
     write_json_atomic(path, record)
     return path, record
 
