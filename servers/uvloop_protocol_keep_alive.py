@@ -98,8 +98,7 @@ class KeepAliveProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # a stream transport (uvloop's is no subclass)
 
     def data_received(self, data: bytes) -> None:
         if self.last_request_read:
