@@ -143,17 +143,23 @@ class KeepAliveProtocol(asyncio.Protocol):
         self.deadline = math.inf  # the wait from here on is ours, not the client's
         if not answer.keep_alive:
             self.last_request_read = True  # nothing after this request is read as a request
-        if answer.status == 200:
+        if answer.status != 200:
+            answer.response = cached_response(answer.status, keep_alive=False)
+        elif self.delay > 0:
             answer.timer = self.loop.call_later(self.delay, self.call_done, answer)
         else:
-            answer.response = cached_response(answer.status, keep_alive=False)
+            self.complete(answer)  # a call that takes no time needs no timer: read_requests sends it
 
     def call_done(self, answer: Answer) -> None:
         """The timer of one request fired: its answer is ready; send it if every earlier one is."""
-        simulated_cpu_work(self.cpu_work)  # the simulated computation: on the loop's thread, every connection waits
-        answer.response = cached_response(200, answer.keep_alive, answer.big)
+        self.complete(answer)
         if self.answers[0] is answer:
             self.send_ready()  # otherwise an earlier answer is still waiting: this one waits its turn
+
+    def complete(self, answer: Answer) -> None:
+        """The simulated call is over: do the simulated computation, and the answer is ready."""
+        simulated_cpu_work(self.cpu_work)  # on the loop's thread: every connection waits meanwhile
+        answer.response = cached_response(200, answer.keep_alive, answer.big)
 
     def send_ready(self) -> None:
         """Write every ready answer at the head of the queue in one go; close after the last one if asked."""
@@ -234,7 +240,22 @@ class RequestError(Exception):
         self.status = status
 
 
+_parsed_heads: dict[bytes, tuple[str, bytes, bool]] = {}  # head -> what parse_request_head made of it
+MAX_PARSED_HEADS = 1024  # a cap, so clients sending ever new heads cannot grow it without end
+
+
 def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
+    """parse_request_head_once, remembered: a client sends the same head again and again, parsed once."""
+    parsed = _parsed_heads.get(head)
+    if parsed is None:
+        parsed = parse_request_head_once(head)  # a RequestError is raised, never remembered
+        if len(_parsed_heads) >= MAX_PARSED_HEADS:
+            _parsed_heads.clear()
+        _parsed_heads[head] = parsed
+    return parsed
+
+
+def parse_request_head_once(head: bytes) -> tuple[str, bytes, bool]:
     """Validate a request head (without the blank line); return its method, target and whether to keep alive."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)

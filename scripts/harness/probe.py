@@ -62,7 +62,7 @@ def exchange(host: str, port: int, payload: bytes | list[bytes], timeout: float 
 
 
 def get(host: str, port: int, path: str = "/", extra_headers: str = "", timeout: float = READ_TIMEOUT_SECONDS) -> RawResponse:
-    """One plain GET that asks the server to close after answering (a keep-alive server would wait otherwise), parsed."""
+    """One plain GET asking the server to close after it (a keep-alive server otherwise keeps it open), parsed."""
     request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n{extra_headers}\r\n".encode("ascii")
     return parse_response(exchange(host, port, request, timeout))
 

@@ -104,7 +104,7 @@ def prime(host: str, port: int) -> None:
     (0.1 s, not 0.3 s, before each of a sweep's levels), and a sequential one still answers them
     only after any requests left queued by the previous level. An error in any of them is raised.
     """
-    request = f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()  # read until close
+    request = f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()  # keep-alive designs close too
     with concurrent.futures.ThreadPoolExecutor(PRIMER_REQUESTS) as pool:
         answers = [pool.submit(probe.exchange, host, port, request, timeout=10) for _ in range(PRIMER_REQUESTS)]
     for answer in answers:
