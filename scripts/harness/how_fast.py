@@ -158,6 +158,9 @@ CATEGORIES = [  # (label, colour); the order of the breakdown table and of the l
     ("event loop (uvloop) and interpreter", "#cc4125"),
     ("garbage collector", "#999933"),
 ]
+LEGEND = dict(zip([label for label, _ in CATEGORIES], ["kernel: write, read", "kernel: epoll wait", "parsing",
+                                                         "our protocol", "building responses", "event loop, interpreter",
+                                                         "garbage collector"]))
 SYSCALL_LEAVES = {"write", "writev", "send", "sendmsg", "read", "recv", "recvmsg", "readv"}
 WAIT_LEAVES = {"epoll_wait", "epoll_pwait", "epoll_pwait2"}
 PARSING = {"parse_request_head", "parse_request_head_once"}
@@ -170,23 +173,30 @@ def frame_function(frame: str) -> tuple[str, str]:
     return name.strip(), where.rstrip(")")
 
 
+EVENT_LOOP_SOURCES = ("loop.c", "stream.c", "core.c", "linux.c", "queue.h", "loop-watcher.c", "uv-common.c",
+                      "_asynciomodule.c", "asyncio/", "uvloop/", "selector_events.py", "base_events.py", "events.py")
+
+
 def category(stack: list[str], design_file: str = DESIGN_FILE.name) -> str:
-    """Which part of the server a sample belongs to, by its innermost frames."""
+    """Which part of the server a sample belongs to: a system call at the leaf, else the innermost frame of ours
+    or of the event loop (frames of the interpreter's own helpers, such as object.h, are looked through)."""
     leaf_name, leaf_where = frame_function(stack[-1])
     if leaf_name in WAIT_LEAVES:
         return CATEGORIES[1][0]
     if leaf_name in SYSCALL_LEAVES and "libc" in leaf_where:
         return CATEGORIES[0][0]
-    if leaf_name.startswith("gc_collect") or any(frame_function(frame)[0].startswith("gc_collect") for frame in stack):
+    if any(frame_function(frame)[0].startswith("gc_collect") for frame in stack):
         return CATEGORIES[6][0]
     for frame in reversed(stack):
         name, where = frame_function(frame)
-        if where.startswith(design_file):
+        if where.startswith(design_file) or where.startswith("step-"):
             if name in PARSING:
                 return CATEGORIES[2][0]
             if name in BUILDING:
                 return CATEGORIES[4][0]
             return CATEGORIES[3][0]
+        if where.startswith(EVENT_LOOP_SOURCES) or "/asyncio/" in where:
+            return CATEGORIES[5][0]
     return CATEGORIES[5][0]
 
 
@@ -210,31 +220,38 @@ def breakdown(stacks: list[tuple[list[str], int]]) -> dict[str, int]:
 
 
 def profile_page(meta: dict[str, Any], stacks: list[tuple[list[str], int]], svg_name: str) -> str:
-    """The breakdown table (sampled), the kernel/user split (measured by the kernel), and the flame graph."""
+    """CPU microseconds per request, split kernel/user by the kernel's own count and user time by the samples."""
     counts = breakdown(stacks)
-    total = sum(counts.values())
-    busy = total - counts[CATEGORIES[1][0]]
-    lines = ["| Where the time went | Samples | Share of all | Share of busy time |", "|---|---|---|---|"]
+    kernel_labels = {CATEGORIES[0][0], CATEGORIES[1][0]}
+    user_samples = sum(count for label, count in counts.items() if label not in kernel_labels)
+    cpu, requests = meta["cpu"], meta["wrk"]["complete"]
+    user_us = cpu["user_seconds"] / requests * 1e6 if requests else 0.0
+    system_us = cpu["system_seconds"] / requests * 1e6 if requests else 0.0
+    total_us = user_us + system_us
+    lines = ["| Where a request's CPU time goes | µs per request | Share | Samples |", "|---|---|---|---|",
+             f"| in the kernel (system calls: reading, writing, polling) | {system_us:.1f} | "
+             f"{system_us / total_us:.0%} | {counts[CATEGORIES[0][0]] + counts[CATEGORIES[1][0]]:,} |"]
     for label, _ in CATEGORIES:
-        busy_share = "–" if label == CATEGORIES[1][0] or not busy else f"{counts[label] / busy:.0%}"
-        lines.append(f"| {label} | {counts[label]:,} | {counts[label] / total:.0%} | {busy_share} |")
-    cpu = meta["cpu"]
-    requests = meta["wrk"]["complete"]
-    per_request = (cpu["user_seconds"] + cpu["system_seconds"]) / requests * 1e6 if requests else 0.0
-    lines.append("")
-    lines.append(f"Measured by the kernel over the same {meta['seconds']} s: the server used "
-                 f"{cpu['user_seconds']:.2f} s of CPU in user space and {cpu['system_seconds']:.2f} s in the kernel "
-                 f"({cpu['system_seconds'] / max(cpu['user_seconds'] + cpu['system_seconds'], 1e-9):.0%} kernel) for "
-                 f"{requests:,} requests ({meta['wrk']['requests_per_second']:,.0f} req/s): "
-                 f"**{per_request:.1f} µs of CPU per request**.")
+        if label in kernel_labels:
+            continue
+        share = counts[label] / user_samples if user_samples else 0.0
+        lines.append(f"| in user space: {label} | {user_us * share:.1f} | {user_us * share / total_us:.0%} | "
+                     f"{counts[label]:,} |")
+    lines.append(f"| **all** | **{total_us:.1f}** | 100% | {sum(counts.values()):,} |")
     environment = meta["environment"]
     lines.append("")
-    lines.append(f"*Sampled by {meta['profiler']} at {meta['rate_hz']} Hz with native frames, while "
-                 f"wrk held {meta['connections']} keep-alive connections; server on CPU "
-                 f"{environment['pinning']['server_cpu']}, wrk on CPU {environment['pinning']['load_tool_cpu']}; "
-                 f"{environment['cpu_model']}, Python {environment['python']}, commit `{environment['commit'][:10]}`, "
-                 f"{meta['started_utc']}. Commands: `{' '.join(meta['commands']['server'])}`, "
-                 f"`{' '.join(meta['commands']['load'])}`, `{' '.join(meta['commands']['profiler'])}`.*")
+    lines.append(f"*The server's user and system CPU time are the kernel's own count (/proc) over a "
+                 f"{meta['wrk']['duration_s']:.0f} s wrk run without the profiler: {cpu['user_seconds']:.2f} s and "
+                 f"{cpu['system_seconds']:.2f} s for {requests:,} requests ({meta['wrk']['requests_per_second']:,.0f} req/s). "
+                 "A second run, under the profiler, gave the samples. "
+                 f"User time is split in proportion to {meta['profiler']}'s samples outside system calls "
+                 f"({user_samples:,} of {sum(counts.values()):,}; {meta['rate_hz']} Hz for {meta['seconds']} s, "
+                 f"native frames). wrk held {meta['connections']} keep-alive connections; server on CPU "
+                 f"{environment['pinning']['server_cpu']}, wrk and the profiler on CPU "
+                 f"{environment['pinning']['load_tool_cpu']}; {environment['cpu_model']}, Python "
+                 f"{environment['python']}, commit `{environment['commit'][:10]}`, {meta['started_utc']}. "
+                 f"Commands: `{' '.join(meta['commands']['server'])}`, `{' '.join(meta['commands']['load'])}`, "
+                 f"`{' '.join(meta['commands']['profiler'])}`.*")
     lines.append("")
     lines.append(f"![Flame graph of the fastest design under wrk](plots/{svg_name})")
     return "\n".join(lines) + "\n"
@@ -281,7 +298,7 @@ def flame_graph(stacks: list[tuple[list[str], int]], title: str) -> str:
 
     draw(tree, 0.0, 0)
     legend = "".join(f'<rect x="{10 + index * 170}" y="22" width="10" height="10" fill="{colour}"/>'
-                     f'<text x="{24 + index * 170}" y="31">{html.escape(label.split(":")[0] if ":" in label and index > 1 else label)[:26]}</text>'
+                     f'<text x="{24 + index * 170}" y="31">{html.escape(LEGEND[label])}</text>'
                      for index, (label, colour) in enumerate(CATEGORIES))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
             f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="{FONT}">\n'

@@ -29,6 +29,7 @@ from harness.cells import (
     summarise_cell,
     tool_bound,
 )
+from harness.how_fast import how_fast_files
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
@@ -309,6 +310,8 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     files[generated_dir / "repeatability.md"] = (
         HEADER.format(source="results/ (run A) and results/rerun/ (run B)")
         + repeatability_page(records, load_records(rerun_dir(results_dir))))
+    # The how-fast page: its steps record and profile live under results/how-fast/ and results/profiles/.
+    files.update(how_fast_files(results_dir, generated_dir, plots_dir(generated_dir)))
     by_design: dict[str, list[str]] = {name: [] for name in design_names}
     for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")
