@@ -184,7 +184,9 @@ def normalise_stacks(raw: str) -> str:
 
 
 def _without_line(frame: str) -> str:
-    """'name (file.py:123)' -> 'name (file.py)'; a frame without a line number is left as it is."""
+    """'name (file.py:123)' -> 'name (file.py)'; a bare address '0x7f.. (libc.so.6)' -> '[unknown] (libc.so.6)'."""
+    if frame.startswith("0x"):
+        return "[unknown]" + frame[frame.find(" ("):] if " (" in frame else "[unknown]"
     if frame.endswith(")") and ":" in frame:
         head, _, tail = frame.rpartition(":")
         if tail[:-1].isdigit():
@@ -260,6 +262,7 @@ def command_profile(args: argparse.Namespace) -> int:
     stacks_path = target / f"{how_fast.PROFILE_NAME}.collapsed"
     with tempfile.NamedTemporaryFile("w", dir=target, delete=False, encoding="utf-8") as handle:
         handle.write(normalise_stacks(raw))
+    os.chmod(handle.name, 0o644)  # a record is for everyone to read (the temporary file was private)
     os.replace(handle.name, stacks_path)
     write_json_atomic(target / f"{how_fast.PROFILE_NAME}.json", meta)
     print(how_fast.profile_page(meta, how_fast.read_collapsed(stacks_path.read_text(encoding="utf-8")), "(svg)"))
