@@ -103,10 +103,26 @@ class KeepAliveProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.last_request_read:
             return  # past the last request: read and discard, so closing sends FIN, not RST
+        if not self.received and not self.answers and self.quick_answer(data):
+            return
         if not self.received and not self.answers:
             self.deadline = self.loop.time() + CLIENT_TIMEOUT  # a new head has begun: it gets CLIENT_TIMEOUT
         self.received += data
         self.read_requests()
+
+    def quick_answer(self, data: bytes) -> bool:
+        """The common case first: one whole GET in one segment, nothing owed, no call to wait for. True if answered."""
+        if self.delay or self.cpu_work or data.find(b"\r\n\r\n") != len(data) - 4 or len(data) > MAX_HEAD_BYTES:
+            return False
+        try:
+            method, target, keep_alive = parse_request_head(data[:-4])
+        except RequestError:
+            return False  # the general path refuses it, in order
+        if method != "GET" or not keep_alive:
+            return False
+        self.transport.write(cached_response(200, True, target.partition(b"?")[0] == b"/big"))
+        self.deadline = self.loop.time() + KEEP_ALIVE_TIMEOUT
+        return True
 
     def read_requests(self) -> None:
         """Start an answer for every complete head in the buffer, in order; then send what is ready."""
