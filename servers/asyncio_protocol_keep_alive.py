@@ -257,7 +257,8 @@ class RequestError(Exception):
 
 
 _parsed_heads: dict[bytes, tuple[str, bytes, bool]] = {}  # head -> what parse_request_head made of it
-MAX_PARSED_HEADS = 1024  # a cap, so clients sending ever new heads cannot grow it without end
+MAX_PARSED_HEADS = 1024  # caps, so clients sending ever new (or huge) heads cannot make it grow without end
+MAX_REMEMBERED_HEAD_BYTES = 1024  # longer heads are parsed every time: at most 1 MiB of remembered heads
 
 
 def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
@@ -265,9 +266,10 @@ def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
     parsed = _parsed_heads.get(head)
     if parsed is None:
         parsed = parse_request_head_once(head)  # a RequestError is raised, never remembered
-        if len(_parsed_heads) >= MAX_PARSED_HEADS:
-            _parsed_heads.clear()
-        _parsed_heads[head] = parsed
+        if len(head) <= MAX_REMEMBERED_HEAD_BYTES:
+            if len(_parsed_heads) >= MAX_PARSED_HEADS:
+                _parsed_heads.clear()
+            _parsed_heads[head] = parsed
     return parsed
 
 

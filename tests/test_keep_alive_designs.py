@@ -282,3 +282,18 @@ def test_answers_leave_in_request_order_even_when_later_calls_finish_first() -> 
     assert all(PAGE_MARK in answer for answer in bodies_in_order[:9])
     assert bodies_in_order[9].endswith(b"x" * BIG_BYTES)
     assert not eof_written  # every request asked to keep the connection: it stays open
+
+
+def test_remembered_heads_are_capped_in_number_and_size() -> None:
+    design = load_asyncio_design()
+    design._parsed_heads.clear()
+    small = b"GET / HTTP/1.1\r\nHost: x"
+    large = small + b"\r\nX-Filler: " + b"a" * design.MAX_REMEMBERED_HEAD_BYTES
+    assert design.parse_request_head(small) == design.parse_request_head(large) == ("GET", b"/", True)
+    assert list(design._parsed_heads) == [small]  # the large head was parsed, not kept
+    for number in range(design.MAX_PARSED_HEADS + 5):
+        design.parse_request_head(b"GET /%d HTTP/1.1" % number)
+    assert len(design._parsed_heads) <= design.MAX_PARSED_HEADS
+    with pytest.raises(design.RequestError):
+        design.parse_request_head(b"NONSENSE")
+    assert b"NONSENSE" not in design._parsed_heads
