@@ -43,7 +43,7 @@ from harness.tools.wrk import parse_run  # noqa: E402
 
 CONNECTIONS = 50
 DEFAULT_REFERENCES = ["nginx-keep-alive", "uvicorn-keep-alive", "granian-asgi"]  # the `peak` scenario's rivals
-FULL = {"seconds": 5, "repeat": 5}
+FULL = {"seconds": 4, "repeat": 4}  # nine rows: about 4 minutes in all
 QUICK = {"seconds": 2, "repeat": 1}
 PROFILE_SECONDS = {"full": 15, "quick": 3}
 PROFILE_RATE_HZ = 250  # samples a second; py-spy unwinding native frames cannot keep up with 1,000
