@@ -9,6 +9,7 @@
     python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
     python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
+    python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
@@ -139,6 +140,13 @@ def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs; see harness/hostile.py."""
+    from harness import hostile
+
+    return hostile.command(catalogue, args.design, args.case, args.quick, args.out, args.jobs)
+
+
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
         problems = render.stale_files()
@@ -197,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
                                                      " with --quick)")
     balancing.set_defaults(handler=command_balance)
+    hostile = commands.add_parser("hostile", help="hostile clients against every HTTP design (results/hostile.json)")
+    hostile.add_argument("--design", action="append", help="only this design, or NAME+nginx behind nginx (repeatable)")
+    hostile.add_argument("--case", action="append", help="only this case, by number or id (repeatable)")
+    hostile.add_argument("--quick", action="store_true", help="shorter bounds, fewer connections, five designs")
+    hostile.add_argument("--out", type=Path, help="directory for hostile.json (default: results/ for a complete "
+                                                   "full run, build/results/ otherwise)")
+    hostile.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
+    hostile.set_defaults(handler=command_hostile)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)

@@ -63,8 +63,9 @@ def usable_cpus() -> int:
 # --- the harness: --work only when asked, only for designs that take it ---------------------------------------
 
 
-def test_the_six_designs_of_the_cpu_bound_scenario_take_work() -> None:
-    assert {design.name for design in WORK_DESIGNS} == set(CATALOGUE.scenario("cpu-bound").designs)
+def test_every_design_of_the_cpu_bound_scenario_takes_work() -> None:
+    # A subset, not equality: the keep-alive designs take --work too, without being in that scenario.
+    assert set(CATALOGUE.scenario("cpu-bound").designs) <= {design.name for design in WORK_DESIGNS}
 
 
 @pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)

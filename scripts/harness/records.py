@@ -69,6 +69,8 @@ def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
     records = {}
     for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
         data = json.loads(path.read_text(encoding="utf-8"))
+        if "suite" in data:
+            continue  # not a scenario: results/hostile.json, rendered by harness.survival
         if data.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
         records[data["scenario"]["id"]] = data

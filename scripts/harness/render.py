@@ -34,11 +34,13 @@ from harness.cells import (
 )
 from harness import keep_alive_verdict
 from harness.figures import SITE_FIGURES, Figure, figures_page
+from harness.how_fast import how_fast_files
 from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page
 from harness import free_threaded, idle_render, multi_process_render, python_versions
 from harness.stats import spread
+from harness.survival import survival_files
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
 PLOTS_DIR = REPO_ROOT / "docs" / "plots"  # served by the site, so not under the excluded _generated/
@@ -341,6 +343,9 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     if figures:
         files[generated_dir / "figures.md"] = (
             HEADER.format(source="results/ (the figures of scripts/harness/figures.py)") + figures_page(records, figures))
+    files.update(survival_files(results_dir, generated_dir))  # the hostile suite's page (results/hostile.json)
+    # The how-fast page: its steps record and profile live under results/how-fast/ and results/profiles/.
+    files.update(how_fast_files(results_dir, generated_dir, plots_dir(generated_dir)))
     by_design: dict[str, list[str]] = {name: [] for name in design_names}
     for scenario_id, record in records.items():
         header = HEADER.format(source=f"results/{scenario_id}.json")

@@ -1,0 +1,241 @@
+"""Thread per connection with keep-alive: each connection's thread answers request after request.
+
+The model: the main thread only accepts; every connection gets a new thread
+that reads a request, waits for the simulated database call, answers, and goes
+back to reading the same connection for the next request (HTTP/1.1 keep-alive,
+and HTTP/1.0 when the client asks for it with `Connection: keep-alive`, as
+`ab -k` does). Requests sent back to back without waiting (pipelining) are
+answered in order for free: the thread reads them one after the other. It
+stops at `Connection: close`, when the client closes, or after
+KEEP_ALIVE_TIMEOUT of silence. Meanwhile an idle connection costs a whole
+thread, parked in recv() with its stack, where an event loop keeps a few
+kilobytes of state for it.
+Grows from: thread_per_connection.py (the same accept loop; the handler loops
+over requests instead of answering one). gevent_thread_per_connection.py is
+this file with gevent's monkey-patching added on top: its threads become
+greenlets (a test keeps the two identical but for those two lines).
+
+Run:   python servers/thread_per_connection_keep_alive.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
+Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/   or   ab -k -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: one thread, with its own stack, per open connection,
+busy or idle; nothing caps how many run at once. On stop, idle connections are
+woken and closed; threads still running after SHUTDOWN_GRACE are abandoned.
+Threads overlap waiting, not computing: with --work, the GIL lets one thread
+at a time run Python code. No request bodies: a request that announces one is
+answered and the connection closed after it.
+Not on purpose, and handled: requests that arrive in pieces or several to a
+segment, oversized heads (431), malformed request lines (400), silent clients
+(CLIENT_TIMEOUT inside a head, KEEP_ALIVE_TIMEOUT between requests), and
+clients that send more than we read (we half-close and drain instead of resetting).
+"""
+
+import argparse
+import email.utils
+import re
+import signal
+import socket
+import threading
+import time
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+CLIENT_TIMEOUT = 10.0  # a client that goes quiet inside a request cannot hold the server forever
+KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed after this
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+BIG_BYTES = 1024 * 1024  # GET /big answers this many bytes of text
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.([01])")
+
+
+# --8<-- [start:model]
+def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Answer requests on one connection until the client or a timeout ends it, then close it."""
+    try:
+        received = bytearray()  # bytes read past the current head: the start of the next request
+        keep_alive = True
+        while keep_alive and not stopping:
+            try:
+                head = read_request_head(conn, received)
+                if head is None:
+                    break  # the client closed (or went idle too long) between two requests
+                method, target, keep_alive = parse_request_head(head)
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(delay)  # the simulated database call: only this thread waits
+                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+                keep_alive = keep_alive and not stopping  # a stopping server says so in its last answer
+                if target.partition(b"?")[0] == b"/big":
+                    response = build_response(200, b"x" * BIG_BYTES, keep_alive, "text/plain; charset=utf-8")
+                else:
+                    response = build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
+            except RequestError as error:
+                keep_alive = False  # what follows a refused head cannot be trusted to be a request
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode(),
+                                          False, "text/plain; charset=utf-8")
+            conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
+    """Read until the blank line that ends the next head; None if the client closed or idled between requests."""
+    conn.settimeout(CLIENT_TIMEOUT if received else KEEP_ALIVE_TIMEOUT)
+    while (end := received.find(b"\r\n\r\n")) == -1:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            if received:
+                raise  # silent inside a request: the client is lost
+            return None  # idle for KEEP_ALIVE_TIMEOUT between requests: close politely
+        if not chunk:
+            if received:
+                raise ConnectionError("client closed before finishing its request")
+            return None
+        if not received:
+            conn.settimeout(CLIENT_TIMEOUT)  # a head has begun: the client gets CLIENT_TIMEOUT per read
+        received += chunk
+    if end > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    head = bytes(received[:end])
+    del received[:end + 4]  # keep what follows: a pipelined next request
+    return head
+
+
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept connections and answer each in its own thread until asked to stop."""
+    handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
+        # daemon=True: a stuck client cannot keep the process alive past the grace period.
+        handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, stopping), daemon=True)
+        try:
+            handler.start()  # the accept loop goes straight back to accept()
+        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+            conn.close()  # this client is refused; the server and the clients it has go on
+            continue
+        handlers.append((handler, conn))
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    for handler, conn in handlers:
+        try:
+            conn.shutdown(socket.SHUT_RD)  # wakes a thread parked in recv() on an idle connection: it sees the end
+        except OSError:
+            pass  # that connection is already closed
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for handler, _ in handlers:
+        handler.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:model]
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
+    """Validate a request head (without the blank line); return its method, target and whether to keep alive."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    connection, has_body = b"", False
+    for line in header_lines:
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+        name = name.lower()
+        if name == b"connection":
+            connection += b"," + value.lower()  # the header may be repeated: its tokens add up
+        elif name == b"content-length":
+            has_body = has_body or value.strip() != b"0"
+        elif name == b"transfer-encoding":
+            has_body = True
+    tokens = {token.strip() for token in connection.split(b",")}
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked to keep it.
+    keep_alive = b"close" not in tokens if match.group(3) == b"1" else b"keep-alive" in tokens
+    return match.group(1).decode("ascii"), match.group(2), keep_alive and not has_body
+
+
+def build_response(status: int, body: bytes, keep_alive: bool, content_type: str) -> bytes:
+    """Serialise a complete HTTP/1.1 response; it says whether the connection stays open."""
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
+    args = parser.parse_args()
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, args.work, stopping)
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,278 @@
+"""The hostile suite (scripts/harness/hostile.py): each case's verdict, proven both ways.
+
+Every case kind runs against two tiny servers (tests/hostile_servers.py): `good` does
+what the case's robust answer asks, `bad` does the classic wrong thing. A case whose
+verdict passed both would prove nothing, so each test asserts the good one passes and
+the bad one fails. Then: the harness around a case (probes, leaks, a death), that the
+suite leaves no process behind, the catalogue of cases, and the renderer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import CATALOGUE
+from harness import hostile, processes, render, survival
+from harness.catalogue import REPO_ROOT, Design
+
+TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
+SUITE = hostile.load_suite()
+# Short bounds and small counts: the tiny servers time out within 1 s.
+SETTINGS = {**SUITE.run_settings(quick=True), "bound": 2.5, "short_bound": 2.5, "idle_connections": 20,
+            "slowloris_connections": 5, "resets": 20, "emfile_nofile": 64, "emfile_connections": 80,
+            "emfile_hold": 1.5, "settle": 2.0, "delay": 0.0}
+
+
+def tiny_design(behaviour: str) -> Design:
+    """A catalogue-shaped entry for a tiny test server, so hostile.launched starts it like any design."""
+    return Design(name=f"tiny-{behaviour}", title=behaviour, kind="http", file=str(TEST_SERVERS.relative_to(REPO_ROOT)),
+                  page="", model="test", concurrent=True, reproduces=[],
+                  command=["{python}", "{file}", behaviour, "--host", "{host}", "--port", "{port}"])
+
+
+@contextlib.contextmanager
+def tiny(behaviour: str, tmp_path: Path, open_files: int | None = None) -> Iterator[hostile.Server]:
+    with hostile.launched(tiny_design(behaviour), SETTINGS, tmp_path / behaviour, open_files=open_files) as server:
+        yield server
+
+
+def case(case_id: str) -> hostile.Case:
+    return SUITE.select([case_id])[0]
+
+
+def play(server: hostile.Server, case_id: str) -> list[hostile.Variant]:
+    target = hostile.Target(server.target_host, server.target_port, server.process.pid, SETTINGS)
+    return hostile.CASE_KINDS[case(case_id).kind](target, case(case_id))
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hostile.Server]:
+    with tiny("good", tmp_path_factory.mktemp("good")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hostile.Server]:
+    with tiny("bad", tmp_path_factory.mktemp("bad")) as server:
+        yield server
+
+
+# Cases whose verdict only depends on the variants (the harness-level ones are tested below).
+VARIANT_CASES = ["dribble", "pipelined", "long-request-line", "large-head", "malformed-request-line",
+                 "malformed-header", "conflicting-length", "bad-chunk-size", "body-stall", "slowloris",
+                 "idle-connections", "half-close", "expect-continue", "request-forms"]
+
+
+@pytest.mark.parametrize("case_id", VARIANT_CASES)
+def test_the_good_server_gives_every_robust_answer(good: hostile.Server, case_id: str) -> None:
+    variants = play(good, case_id)
+    assert variants and all(variant.passed for variant in variants), [variant.to_json() for variant in variants]
+
+
+@pytest.mark.parametrize("case_id", VARIANT_CASES)
+def test_the_bad_server_fails_every_case(bad: hostile.Server, case_id: str) -> None:
+    variants = play(bad, case_id)
+    assert any(not variant.passed for variant in variants), [variant.to_json() for variant in variants]
+
+
+def test_a_refusal_after_a_timeout_is_not_at_once(bad: hostile.Server) -> None:
+    """Random bytes without a blank line: the bad server waits; the suite says so, not just 'open'."""
+    [random_bytes] = [variant for variant in play(bad, "malformed-request-line") if variant.name.startswith("4 KiB")]
+    assert (random_bytes.passed, random_bytes.status) == (False, "open")
+
+
+def test_the_slow_reader_needs_big_and_says_when_it_is_missing(good: hostile.Server, tmp_path: Path) -> None:
+    [variant] = play(good, "slow-reader")
+    assert variant.applicable and variant.status == "200"
+    with hostile.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as without_big:
+        [missing] = play(without_big, "slow-reader")
+    if missing.applicable:
+        pytest.skip("sequential-sockets answers GET /big now: nothing left to show missing")
+    assert (missing.status, missing.note) == ("n/a", "not applicable: no /big (1 MiB) on this design")
+
+
+def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: hostile.Server,
+                                                                          bad: hostile.Server) -> None:
+    robust = hostile.run_case(good, case("reset"), SETTINGS)
+    leaky = hostile.run_case(bad, case("reset"), SETTINGS)
+    assert (robust["verdict"], robust["fds_leaked"]) == ("robust", 0), robust
+    assert leaky["fds_leaked"] > 0 and leaky["verdict"] == "weak", leaky
+
+
+def test_emfile_pauses_on_the_good_server_and_spins_on_the_bad(tmp_path: Path) -> None:
+    results = {}
+    for behaviour in ("good", "bad"):
+        with tiny(behaviour, tmp_path, open_files=SETTINGS["emfile_nofile"]) as server:
+            results[behaviour] = hostile.run_case(server, case("emfile"), SETTINGS)
+    assert results["good"]["verdict"] == "robust", results["good"]
+    assert results["bad"]["robust"] is False and "busy loop" in results["bad"]["variants"][0]["note"], results["bad"]
+
+
+def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
+    """The probe client waits behind the slowloris connections of a one-at-a-time design."""
+    with hostile.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as server:
+        # The connections trickle for 5 s: well past the probe's 2 s, which starts 0.5 s in.
+        result = hostile.run_case(server, case("slowloris"), {**SETTINGS, "bound": 5.0})
+    assert result["verdict"] == "stalled" and result["probe_during"]["status"] is None, result
+    assert result["probe_after"]["status"] == 200  # serving resumed once the connections closed
+
+
+def test_a_design_that_dies_is_recorded_with_its_stderr_and_the_run_goes_on(tmp_path: Path) -> None:
+    """thread-per-connection crashes on EMFILE in accept(); the suite records it and carries on."""
+    subject = hostile.Subject(CATALOGUE.design("thread-per-connection"))
+    record = hostile.run_subject(subject, [case("emfile"), case("half-close")], SETTINGS, tmp_path, lambda _: None)
+    by_case = {result["case"]: result for result in record["cases"]}
+    if by_case["emfile"]["alive"]:
+        pytest.skip("thread-per-connection survives EMFILE now")
+    assert record["status"] == "failed" and "died during case 15" in record["problems"][0]
+    assert "Too many open files" in by_case["emfile"]["stderr_tail"]
+    assert by_case["half-close"]["verdict"] == "robust"  # the next case ran against a fresh server
+
+
+def group_alive(pgid: int) -> bool:
+    return hostile.group_counts(pgid) != (0, 0)
+
+
+def test_the_suite_leaves_no_process_behind(tmp_path: Path) -> None:
+    """Two designs (one behind nginx), two cases: every process group is gone afterwards, the record is written."""
+    started: list[int] = []
+    launched = hostile.launched
+
+    @contextlib.contextmanager
+    def watched(*args, **kwargs):  # noqa: ANN002, ANN003 - records the groups it starts
+        with launched(*args, **kwargs) as server:
+            started.append(server.process.pid)
+            if server.proxy is not None:
+                started.append(server.proxy.process.pid)
+            yield server
+
+    hostile.launched = watched
+    try:
+        path, record = hostile.run_suite(CATALOGUE, ["asyncio-streams", "sequential-sockets+nginx"],
+                                         ["reset", "12"], quick=True, out_dir=tmp_path / "out",
+                                         suite=hostile.Suite({**SETTINGS}, {}, SUITE.cases), log_root=tmp_path)
+    finally:
+        hostile.launched = launched
+    assert len(started) == 3
+    assert not [pgid for pgid in started if group_alive(pgid)]
+    assert path == tmp_path / "out" / "hostile.json"
+    assert json.loads(path.read_text(encoding="utf-8"))["designs"][1]["name"] == "sequential-sockets+nginx"
+    assert [result["case"] for result in record["designs"][0]["cases"]] == ["half-close", "reset"]
+
+
+def test_the_catalogue_has_the_issues_seventeen_cases_each_with_its_answer_and_sources() -> None:
+    assert [case.number for case in SUITE.cases] == list(range(1, 18))
+    for entry in SUITE.cases:
+        assert entry.robust and entry.wild and entry.reference, entry.id
+        if entry.kind == "exchange":
+            assert entry.get("variant"), entry.id
+
+
+def test_a_case_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "cases.toml"
+    broken.write_text('[[case]]\nnumber = 1\nid = "x"\ntitle = "x"\nrobust = "x"\nwild = "x"\nreference = "x"\n'
+                      'kind = "teleport"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="kind 'teleport'"):
+        hostile.load_suite(broken)
+
+
+def test_unknown_cases_and_non_http_designs_are_bad_input() -> None:
+    from harness.catalogue import UnknownNameError
+
+    with pytest.raises(UnknownNameError):
+        SUITE.select(["99"])
+    with pytest.raises(UnknownNameError):
+        hostile.subjects_for(CATALOGUE, ["threaded-echo"], SETTINGS)
+    assert [subject.name for subject in hostile.subjects_for(CATALOGUE, ["uvicorn+nginx"], SETTINGS)] == ["uvicorn+nginx"]
+
+
+def test_bench_hostile_exits_2_on_an_unknown_case() -> None:
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import bench
+
+    assert bench.main(["hostile", "--case", "no-such-case", "--design", "nginx"]) == 2
+
+
+# --- the renderer ---------------------------------------------------------------------------
+
+FIXTURE = {
+    "schema": 1, "suite": "hostile", "mode": "quick", "title": "t",
+    "settings": {"delay": 0.05, "bound": 3.0, "probe_timeout": 2.0, "probe_at": 0.5, "after_timeout": 5.0},
+    "environment": {"cpu_model": "cpu", "cpu_count": 2, "kernel": "6", "python": "3.11", "tools": {"nginx": "nginx/1"},
+                    "commit": "0123456789abcdef"},
+    "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:01:00Z",
+    "cases": [{"number": 3, "id": "long-request-line", "title": "Long line", "robust": "414", "wild": "scanners",
+               "reference": "RFC 9112 §3"}],
+    "designs": [
+        {"name": name, "design": "nginx", "title": "NGINX", "model": "m", "behind_nginx": False, "status": "ok",
+         "problems": [], "stderr_tail": "",
+         "cases": [{"case": "long-request-line", "number": 3, "verdict": verdict, "statuses": statuses,
+                    "seconds_to_close": 0.01, "probe_during": {"status": 200, "seconds": 0.05, "error": ""},
+                    "fds_leaked": 0, "threads_leaked": 0, "peak_rss_mib": 5.0, "cpu_seconds": 0.01,
+                    "variants": [{"name": "10 KiB line", "status": statuses[0], "seconds_to_close": 0.01, "note": "",
+                                  "passed": verdict == "robust", "applicable": True}]}]}
+        for name, verdict, statuses in [("nginx", "robust", ["414", "414"])]],
+}
+
+
+def test_the_matrix_shows_a_mark_and_the_status_per_cell() -> None:
+    tables = survival.matrix_tables(FIXTURE)
+    assert "| nginx | ✔ 414 |" in tables
+    assert "| **all** | **1** | **0** | **0** | **0** | **0** | |" in tables
+
+
+def test_the_limits_table_says_whether_a_measurement_keeps_the_documented_promise() -> None:
+    limit = {"server": "nginx", "design": "nginx", "setting": "large_client_header_buffers", "source": "https://x",
+             "default": "4 8k", "case": "long-request-line", "variant": "10 KiB line"}
+    assert "| yes |" in survival.limits_page(FIXTURE, [{**limit, "promises_status": [414]}])
+    assert "| **no** |" in survival.limits_page(FIXTURE, [{**limit, "promises_status": [400]}])
+
+
+def test_every_documented_limit_names_a_real_case_and_variant() -> None:
+    for limit in survival.load_limits():
+        assert limit["design"] in CATALOGUE.designs and limit["source"].startswith("https://")
+        if "case" in limit:
+            entry = case(limit["case"])
+            if "variant" in limit:
+                assert limit["variant"] in {variant["name"] for variant in entry.get("variant", [])} or \
+                    limit["variant"].endswith("pipelined"), limit
+
+
+def test_a_stale_matrix_fails_render_check(tmp_path: Path) -> None:
+    results, generated = tmp_path / "results", tmp_path / "generated"
+    results.mkdir()
+    (results / "hostile.json").write_text(json.dumps(FIXTURE), encoding="utf-8")
+    render.write_all(results, generated)
+    assert render.stale_files(results, generated) == []
+    changed = json.loads(json.dumps(FIXTURE))
+    changed["designs"][0]["cases"][0]["statuses"] = ["400"]
+    (results / "hostile.json").write_text(json.dumps(changed), encoding="utf-8")
+    assert f"stale: {generated / 'survive-matrix.md'}" in render.stale_files(results, generated)
+    (results / "hostile.json").unlink()
+    assert f"stale: {generated / 'survive-matrix.md'}" in render.stale_files(results, generated)
+
+
+def test_the_page_includes_every_rendered_piece() -> None:
+    page = (REPO_ROOT / "docs" / "survive.md").read_text(encoding="utf-8")
+    for path in survival.survival_files(REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated"):
+        assert f'--8<-- "docs/_generated/{path.name}"' in page
+
+
+def test_the_proxy_table_names_the_cases_nginx_fixes_and_the_ones_it_costs() -> None:
+    record = json.loads(json.dumps(FIXTURE))
+    alone = record["designs"][0]
+    alone.update(name="sequential-sockets", design="sequential-sockets")
+    alone["cases"][0]["verdict"] = "weak"
+    fronted = json.loads(json.dumps(alone))
+    fronted.update(name="sequential-sockets+nginx", behind_nginx=True)
+    fronted["cases"][0]["verdict"] = "robust"
+    record["designs"] = [alone, fronted]
+    page = survival.proxy_page(record)
+    assert "| 3. long-request-line | ⚠ 414 | ✔ 414 |" in page
+    assert "nginx turns cases 3 robust, and cases none from robust to not." in page

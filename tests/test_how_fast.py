@@ -1,0 +1,146 @@
+"""The "How fast can Python go" steps and profile: exact diffs, every step a correct server, deterministic pictures."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import how_fast as how_fast_cli
+from harness import how_fast, processes
+from harness.catalogue import REPO_ROOT
+
+STEPS = how_fast.steps()
+
+
+def test_the_diffs_lead_from_the_first_version_to_the_design_exactly() -> None:
+    text = how_fast.step_source(STEPS[0])
+    for step in STEPS[1:]:
+        text = how_fast.apply_patch(text, step.patch.read_text(encoding="utf-8"))
+    assert text == how_fast.DESIGN_FILE.read_text(encoding="utf-8")
+    assert how_fast.step_source(STEPS[-1]) == text  # the last step is the design itself
+
+
+def test_the_first_step_is_the_asyncio_design_and_uvloop_is_one_step() -> None:
+    first = how_fast.step_source(STEPS[0])
+    assert "import uvloop" not in first and "asyncio.run(serve_forever(" in first
+    assert [step.name for step in STEPS][:2] == ["first-version", "uvloop"]
+
+
+def test_a_diff_that_does_not_fit_is_refused() -> None:
+    patch = "--- a/x\n+++ b/x\n@@ -2,2 +2,2 @@\n two\n-three\n+THREE\n"
+    assert how_fast.apply_patch("one\ntwo\nthree\n", patch) == "one\ntwo\nTHREE\n"
+    assert how_fast.apply_patch("one\ntwo\nTHREE\n", patch, reverse=True) == "one\ntwo\nthree\n"
+    with pytest.raises(how_fast.PatchError):
+        how_fast.apply_patch("one\ntwo\nfour\n", patch)
+
+
+def read_responses(conn: socket.socket, count: int) -> list[bytes]:
+    """`count` whole responses, by their Content-Length."""
+    buffer, answers = b"", []
+    while len(answers) < count:
+        while b"\r\n\r\n" not in buffer:
+            buffer += conn.recv(65536) or b"!"
+            assert not buffer.endswith(b"!"), "closed early"
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        while len(buffer) < length:
+            buffer += conn.recv(65536)
+        answers.append(head + b"\r\n\r\n" + buffer[:length])
+        buffer = buffer[length:]
+    return answers
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda step: f"step-{step.number}")
+def test_every_step_is_a_correct_keep_alive_server(step: how_fast.Step, tmp_path) -> None:
+    path = tmp_path / f"step_{step.number}.py"
+    path.write_text(how_fast.step_source(step, all_steps=STEPS), encoding="utf-8")
+    port = processes.free_port()
+    command = [sys.executable, str(path), "--host", "127.0.0.1", "--port", str(port), "--delay", "0.02"]
+    with processes.running_server(command, port, tmp_path / "logs") as server:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+            conn.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /big HTTP/1.1\r\nHost: x\r\n\r\n"
+                         b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answers = read_responses(conn, 3)
+            assert conn.recv(65536) == b""  # closed after the request that asked
+    assert server.exit_code == 0
+    assert [answer.split(b"\r\n")[0] for answer in answers] == [b"HTTP/1.1 200 OK"] * 3
+    assert [len(answer.partition(b"\r\n\r\n")[2]) for answer in answers] == [133, 1024 * 1024, 133]
+    assert b"Connection: close" in answers[2] and b"Connection: keep-alive" in answers[0]
+
+
+CATEGORY_CASES = [
+    (["main (d.py)", "uv__io_poll (linux.c)", "epoll_pwait (libc.so.6)"], "kernel: waiting for the next request (epoll)"),
+    (["send_ready (uvloop_protocol_keep_alive.py)", "UVStream_write (loop.c)", "write (libc.so.6)"],
+     "kernel: sending and receiving (write, read)"),
+    (["read_requests (uvloop_protocol_keep_alive.py)", "parse_request_head_once (uvloop_protocol_keep_alive.py)"],
+     "parsing the request head"),
+    (["send_ready (uvloop_protocol_keep_alive.py)", "UVStream_write (loop.c)", "Py_DECREF (object.h)"],
+     "event loop (uvloop) and interpreter"),
+    (["read_requests (uvloop_protocol_keep_alive.py)", "Py_DECREF (object.h)"], "our protocol: buffer, queue, answer"),
+    (["call_done (uvloop_protocol_keep_alive.py)", "cached_response (uvloop_protocol_keep_alive.py)"],
+     "building the response"),
+    (["start_answer (uvloop_protocol_keep_alive.py)", "gc_collect_main (libpython3.11.so)"], "garbage collector"),
+]
+
+
+@pytest.mark.parametrize(("stack", "expected"), CATEGORY_CASES)
+def test_a_sample_is_put_where_its_innermost_frames_say(stack: list[str], expected: str) -> None:
+    assert how_fast.category(stack) == expected
+
+
+def test_stacks_lose_line_numbers_and_addresses_and_merge() -> None:
+    raw = ("0x7f12 (libc.so.6);main (d.py:10);write (libc.so.6) 3\n"
+           "0x7f99 (libc.so.6);main (d.py:12);write (libc.so.6) 2\n")
+    assert how_fast_cli.normalise_stacks(raw) == "[unknown] (libc.so.6);main (d.py);write (libc.so.6) 5\n"
+
+
+def test_the_flame_graph_is_the_same_picture_for_the_same_profile_whatever_the_order() -> None:
+    stacks = how_fast.read_collapsed("a (x.py);b (x.py) 3\na (x.py);c (loop.c) 1\n")
+    again = how_fast.read_collapsed("a (x.py);c (loop.c) 1\na (x.py);b (x.py) 3\n")
+    svg = how_fast.flame_graph(stacks, "t")
+    assert svg == how_fast.flame_graph(again, "t")
+    assert svg.count("<rect") == 3 + len(how_fast.CATEGORIES)  # a, b, c, and the legend's squares
+    assert "b (x.py): 3 samples (75.0%)" in svg
+
+
+def test_the_steps_table_shows_each_row_and_its_share_of_nginx(tmp_path) -> None:
+    def run(rate: float, cpu: float, complete: int) -> dict:
+        return {"requests_per_second": rate, "complete": complete, "server_resources": {"cpu_seconds": cpu}}
+
+    record = {
+        "mode": "quick", "started_utc": "2026-01-01T00:00:00Z",
+        "settings": {"connections": 50, "seconds": 2, "repeat": 2, "relative_to": "nginx-keep-alive"},
+        "environment": {"pinning": {"server_cpu": "0", "load_tool_cpu": "1"}, "cpu_model": "cpu", "python": "3.11",
+                        "tools": {"wrk": "wrk 4.1.0"}, "commit": "0123456789abcdef", "dirty": False},
+        "rows": [
+            {"name": "step-0", "title": "first version", "step": 0, "runs": [run(100, 0.02, 200), run(120, 0.02, 200)]},
+            {"name": "nginx-keep-alive", "title": "NGINX", "step": None, "runs": [run(200, 0.01, 400)]},
+            {"name": "granian-asgi", "title": "Granian", "step": None, "runs": [], "problems": ["did not start"]},
+        ],
+    }
+    table = how_fast.steps_table(record)
+    assert "| step 0 | first version | **110** (100–120) | 100.0 | 55% |" in table
+    assert "| reference | NGINX | **200** (200–200) | 25.0 | 100% |" in table
+    assert "not measured: did not start" in table
+
+
+def test_rendering_writes_the_page_files_from_the_committed_profile(tmp_path) -> None:
+    files = how_fast.how_fast_files(REPO_ROOT / "results", tmp_path / "generated", tmp_path / "plots")
+    names = sorted(path.name for path in files)
+    assert names == ["how-fast-profile.md", "how-fast-steps.md", "how-fast-uvloop-protocol-keep-alive-flamegraph.svg"]
+    profile = files[tmp_path / "generated" / "how-fast-profile.md"]
+    meta = json.loads((REPO_ROOT / "results" / "profiles" / "uvloop-protocol-keep-alive.json").read_text())
+    assert f"{meta['wrk']['complete']:,} requests" in profile
+
+
+@pytest.mark.parametrize("arguments", [["steps", "--repeat", "0"], ["steps", "--reference", "no-such-design"],
+                                       ["profile", "--rate", "0"]])
+def test_bad_arguments_exit_2_before_measuring(arguments: list[str]) -> None:
+    answer = subprocess.run([sys.executable, "scripts/how_fast.py", *arguments], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert answer.returncode == 2, answer.stderr
+    assert answer.stdout == ""  # refused before any table was measured or printed
