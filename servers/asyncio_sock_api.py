@@ -46,7 +46,69 @@ BODY = b"""<!doctype html>
 """
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
+
+# --8<-- [start:model]
+async def serve_forever(listener: socket.socket, delay: float) -> None:
+    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+
+    handlers: set[asyncio.Task[None]] = set()
+    acceptor = asyncio.create_task(accept_forever(listener, delay, handlers))
+    await stopping.wait()
+
+    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
+    await asyncio.gather(acceptor, return_exceptions=True)
+    listener.close()  # new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+async def accept_forever(listener: socket.socket, delay: float, handlers: set[asyncio.Task[None]]) -> None:
+    """Accept connections and start a task for each; runs until cancelled."""
+    loop = asyncio.get_running_loop()
+    while True:
+        conn, _ = await loop.sock_accept(listener)  # the new socket is already non-blocking
+        handler = asyncio.create_task(handle_request(conn, delay))
+        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
+        handler.add_done_callback(handlers.discard)
+
+
+async def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    loop = asyncio.get_running_loop()
+    try:
+        try:
+            async with asyncio.timeout(CLIENT_TIMEOUT):
+                method = parse_request_head(await read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            await asyncio.sleep(delay)  # the simulated database call: only this task waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        async with asyncio.timeout(CLIENT_TIMEOUT):
+            await loop.sock_sendall(conn, response)  # returns once the socket has taken every byte
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        conn.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -114,62 +176,7 @@ async def close_gracefully(conn: socket.socket) -> None:
         pass  # the client is already gone, or DRAIN_TIMEOUT passed (TimeoutError is an OSError)
     finally:
         conn.close()
-
-
-async def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    loop = asyncio.get_running_loop()
-    try:
-        try:
-            async with asyncio.timeout(CLIENT_TIMEOUT):
-                method = parse_request_head(await read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            await asyncio.sleep(delay)  # the simulated database call: only this task waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        async with asyncio.timeout(CLIENT_TIMEOUT):
-            await loop.sock_sendall(conn, response)  # returns once the socket has taken every byte
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    except asyncio.CancelledError:
-        conn.close()  # out of grace on stop: close at once, skip the polite drain
-        raise
-    await close_gracefully(conn)
-
-
-async def accept_forever(listener: socket.socket, delay: float, handlers: set[asyncio.Task[None]]) -> None:
-    """Accept connections and start a task for each; runs until cancelled."""
-    loop = asyncio.get_running_loop()
-    while True:
-        conn, _ = await loop.sock_accept(listener)  # the new socket is already non-blocking
-        handler = asyncio.create_task(handle_request(conn, delay))
-        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
-        handler.add_done_callback(handlers.discard)
-
-
-async def serve_forever(listener: socket.socket, delay: float) -> None:
-    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
-    handlers: set[asyncio.Task[None]] = set()
-    acceptor = asyncio.create_task(accept_forever(listener, delay, handlers))
-    await stopping.wait()
-
-    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
-    await asyncio.gather(acceptor, return_exceptions=True)
-    listener.close()  # new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -45,7 +45,68 @@ BODY = b"""<!doctype html>
 """
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
+
+# --8<-- [start:model]
+async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
+    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+
+    handlers: set[asyncio.Task[None]] = set()
+
+    def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.create_task(handle_request(reader, writer, delay, cpu_work))
+        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
+        handler.add_done_callback(handlers.discard)
+
+    server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
+    host, port = server.sockets[0].getsockname()[:2]
+    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    await stopping.wait()
+
+    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+    await server.wait_closed()
+
+
+async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
+                         cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            async with asyncio.timeout(CLIENT_TIMEOUT):
+                method = parse_request_head(await read_request_head(reader))
+            if method != "GET":
+                raise RequestError(405)
+            await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        writer.write(response)
+        async with asyncio.timeout(CLIENT_TIMEOUT):
+            await writer.drain()  # returns once the socket has taken the bytes
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        writer.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(reader, writer)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -117,61 +178,7 @@ async def close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamW
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
-                         cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        try:
-            async with asyncio.timeout(CLIENT_TIMEOUT):
-                method = parse_request_head(await read_request_head(reader))
-            if method != "GET":
-                raise RequestError(405)
-            await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        writer.write(response)
-        async with asyncio.timeout(CLIENT_TIMEOUT):
-            await writer.drain()  # returns once the socket has taken the bytes
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    except asyncio.CancelledError:
-        writer.close()  # out of grace on stop: close at once, skip the polite drain
-        raise
-    await close_gracefully(reader, writer)
-
-
-async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
-    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
-    handlers: set[asyncio.Task[None]] = set()
-
-    def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.create_task(handle_request(reader, writer, delay, cpu_work))
-        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
-        handler.add_done_callback(handlers.discard)
-
-    server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
-    host, port = server.sockets[0].getsockname()[:2]
-    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-    await stopping.wait()
-
-    server.close()  # stop accepting: new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
-    await server.wait_closed()
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -53,16 +53,45 @@ BODY = b"""<!doctype html>
 </html>
 """
 
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
-
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Run the event loop until asked to stop and the connections in flight are done."""
+    listener.setblocking(False)
+    listener_fd = listener.fileno()
+    with select.epoll() as epoll:
+        loop = Loop(epoll, delay)
+        epoll.register(listener_fd, select.EPOLLIN)
+        stop_deadline = None
+        while True:
+            if stopping and stop_deadline is None:
+                epoll.unregister(listener_fd)
+                listener.close()  # stop accepting: new clients are refused, not left in the backlog
+                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
+            if stop_deadline is not None and (not loop.in_flight() or time.monotonic() > stop_deadline):
+                break
+            for fd, _ in epoll.poll(poll_timeout(loop)):
+                if fd == listener_fd:
+                    accept_connections(loop, listener)
+                    continue
+                connection = loop.watched.get(fd)
+                if connection is None:
+                    continue  # closed earlier in this same batch of events
+                # Act on the connection's state, not on the event bits: an event
+                # may belong to a socket closed earlier in this batch whose
+                # number a new connection has already taken.
+                if connection.outgoing:
+                    send_response(loop, connection)
+                elif connection.draining:
+                    drain(loop, connection)
+                else:
+                    handle_request(loop, connection)
+            fire_due_timers(loop)
+            close_idle(loop)
+        for connection in list(loop.watched.values()):
+            close_connection(loop, connection)  # out of grace: stop waiting for them
+        for _, _, connection in loop.timers:
+            connection.conn.close()
 
 
 class Connection:
@@ -104,81 +133,17 @@ class Loop:
         return bool(self.watched or self.timers)
 
 
-def build_response(status: int, body: bytes) -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
-    request_line, *header_lines = head.split(b"\r\n")
-    match = REQUEST_LINE.fullmatch(request_line)
-    if match is None:
-        raise RequestError(400)
-    for line in header_lines:
-        name, colon, _ = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise RequestError(400)
-    return match.group(1).decode("ascii")
-
-
-def read_request_head(connection: Connection) -> bytes | None:
-    """Add what has arrived to the buffer; return the head once its blank line is in."""
-    chunk = connection.conn.recv(65536)  # never blocks: epoll said there is data (or an EOF)
-    if not chunk:
-        raise ConnectionError("client closed before finishing its request")
-    connection.received += chunk
-    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head if blank_line else None
-
-
-def close_connection(loop: Loop, connection: Connection) -> None:
-    """Forget the connection and close its socket."""
-    if connection.fd in loop.watched:
-        loop.unwatch(connection)
-    connection.conn.close()
-
-
-def close_gracefully(loop: Loop, connection: Connection) -> None:
-    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
-    try:
-        connection.conn.shutdown(socket.SHUT_WR)
-    except OSError:
-        close_connection(loop, connection)  # the client is already gone
-        return
-    connection.draining = True
-    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
-    loop.watch(connection, select.EPOLLIN)
-
-
-def drain(loop: Loop, connection: Connection) -> None:
-    """Read and discard leftovers; close once the client closes too."""
-    try:
-        if connection.conn.recv(65536):
-            return  # discarded; the sweep closes us at the drain deadline
-    except BlockingIOError:
-        return  # nothing after all; wait for the next event
-    except OSError:
-        pass  # the client is already gone
-    close_connection(loop, connection)
-
-
-def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
-    """Queue the answer; epoll tells us when the socket has room for it."""
-    connection.outgoing = response
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
+def accept_connections(loop: Loop, listener: socket.socket) -> None:
+    """Accept every client waiting in the backlog and watch each for its request."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return  # the backlog is empty
+        except OSError:
+            return  # a client gave up before we got to it; epoll reports the rest next turn
+        conn.setblocking(False)  # from now on, no call on this socket may wait
+        loop.watch(Connection(conn), select.EPOLLIN)
 
 
 def handle_request(loop: Loop, connection: Connection) -> None:
@@ -218,6 +183,13 @@ def fire_due_timers(loop: Loop) -> None:
         start_response(loop, connection, build_response(200, BODY))
 
 
+def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
+    """Queue the answer; epoll tells us when the socket has room for it."""
+    connection.outgoing = response
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
+
+
 def send_response(loop: Loop, connection: Connection) -> None:
     """Send as much of the answer as the socket takes; half-close after the last byte."""
     try:
@@ -231,19 +203,92 @@ def send_response(loop: Loop, connection: Connection) -> None:
     connection.deadline = time.monotonic() + CLIENT_TIMEOUT
     if not connection.outgoing:
         close_gracefully(loop, connection)
+# --8<-- [end:model]
 
 
-def accept_connections(loop: Loop, listener: socket.socket) -> None:
-    """Accept every client waiting in the backlog and watch each for its request."""
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
-            return  # the backlog is empty
-        except OSError:
-            return  # a client gave up before we got to it; epoll reports the rest next turn
-        conn.setblocking(False)  # from now on, no call on this socket may wait
-        loop.watch(Connection(conn), select.EPOLLIN)
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(connection: Connection) -> bytes | None:
+    """Add what has arrived to the buffer; return the head once its blank line is in."""
+    chunk = connection.conn.recv(65536)  # never blocks: epoll said there is data (or an EOF)
+    if not chunk:
+        raise ConnectionError("client closed before finishing its request")
+    connection.received += chunk
+    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head if blank_line else None
+
+
+def close_gracefully(loop: Loop, connection: Connection) -> None:
+    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
+    try:
+        connection.conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        close_connection(loop, connection)  # the client is already gone
+        return
+    connection.draining = True
+    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
+    loop.watch(connection, select.EPOLLIN)
+
+
+def close_connection(loop: Loop, connection: Connection) -> None:
+    """Forget the connection and close its socket."""
+    if connection.fd in loop.watched:
+        loop.unwatch(connection)
+    connection.conn.close()
+
+
+def drain(loop: Loop, connection: Connection) -> None:
+    """Read and discard leftovers; close once the client closes too."""
+    try:
+        if connection.conn.recv(65536):
+            return  # discarded; the sweep closes us at the drain deadline
+    except BlockingIOError:
+        return  # nothing after all; wait for the next event
+    except OSError:
+        pass  # the client is already gone
+    close_connection(loop, connection)
 
 
 def close_idle(loop: Loop) -> None:
@@ -259,45 +304,7 @@ def poll_timeout(loop: Loop) -> float:
     if not loop.timers:
         return POLL_INTERVAL
     return max(0.0, min(POLL_INTERVAL, loop.timers[0][0] - time.monotonic()))
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Run the event loop until asked to stop and the connections in flight are done."""
-    listener.setblocking(False)
-    listener_fd = listener.fileno()
-    with select.epoll() as epoll:
-        loop = Loop(epoll, delay)
-        epoll.register(listener_fd, select.EPOLLIN)
-        stop_deadline = None
-        while True:
-            if stopping and stop_deadline is None:
-                epoll.unregister(listener_fd)
-                listener.close()  # stop accepting: new clients are refused, not left in the backlog
-                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
-            if stop_deadline is not None and (not loop.in_flight() or time.monotonic() > stop_deadline):
-                break
-            for fd, _ in epoll.poll(poll_timeout(loop)):
-                if fd == listener_fd:
-                    accept_connections(loop, listener)
-                    continue
-                connection = loop.watched.get(fd)
-                if connection is None:
-                    continue  # closed earlier in this same batch of events
-                # Act on the connection's state, not on the event bits: an event
-                # may belong to a socket closed earlier in this batch whose
-                # number a new connection has already taken.
-                if connection.outgoing:
-                    send_response(loop, connection)
-                elif connection.draining:
-                    drain(loop, connection)
-                else:
-                    handle_request(loop, connection)
-            fire_due_timers(loop)
-            close_idle(loop)
-        for connection in list(loop.watched.values()):
-            close_connection(loop, connection)  # out of grace: stop waiting for them
-        for _, _, connection in loop.timers:
-            connection.conn.close()
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

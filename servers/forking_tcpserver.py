@@ -50,7 +50,84 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(server: "Server", stopping: list[bool]) -> None:
+    """Accept connections, a child process for each, until asked to stop; then wait for the children."""
+    # The library's serve_forever() cannot be stopped from the thread that runs
+    # it, and running it in a second thread would mean forking a process that
+    # has two threads: the child gets a copy of every lock but only one thread,
+    # the forking one. We drive the library's loop one step at a time instead.
+    while not stopping:
+        server.handle_request()  # wait up to POLL_INTERVAL for a connection; fork a child for it
+        server.service_actions()  # collect_children(): reap the children that have exited
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    stop_children(server)
+
+
+class Server(socketserver.ForkingTCPServer):
+    """ForkingTCPServer with our backlog, our close, our delay and a bounded stop."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+    timeout = POLL_INTERVAL  # how long handle_request() waits for a connection before returning
+    # server_close() would wait for every child with no time limit (block_on_close
+    # = True); we wait SHUTDOWN_GRACE ourselves, in stop_children.
+    block_on_close = False
+    # Kept at the library's default, max_children = 40: collect_children() blocks
+    # the accept loop while 40 children are alive. It rarely bites: a child lives
+    # only as long as its request.
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+
+    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        # Runs in the child: ForkingMixIn forks first. The library leaves the
+        # child's copy of the listening socket open, so during a stop the port
+        # would go on taking connections into a backlog that nobody reads until
+        # the last child exits. The child never accepts: close its copy.
+        self.socket.close()
+        super().finish_request(request, client_address)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this process waits
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -119,64 +196,6 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-class RequestHandler(socketserver.StreamRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
-    server: "Server"
-
-    def handle(self) -> None:
-        try:
-            try:
-                method = parse_request_head(read_request_head(self.rfile))
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(self.server.delay)  # the simulated database call: only this process waits
-                response = build_response(200, BODY)
-            except RequestError as error:
-                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-
-
-class Server(socketserver.ForkingTCPServer):
-    """ForkingTCPServer with our backlog, our close, our delay and a bounded stop."""
-
-    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
-    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
-    timeout = POLL_INTERVAL  # how long handle_request() waits for a connection before returning
-    # server_close() would wait for every child with no time limit (block_on_close
-    # = True); we wait SHUTDOWN_GRACE ourselves, in stop_children.
-    block_on_close = False
-    # Kept at the library's default, max_children = 40: collect_children() blocks
-    # the accept loop while 40 children are alive. It rarely bites: a child lives
-    # only as long as its request.
-
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-
-    def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        # Runs in the child: ForkingMixIn forks first. The library leaves the
-        # child's copy of the listening socket open, so during a stop the port
-        # would go on taking connections into a backlog that nobody reads until
-        # the last child exits. The child never accepts: close its copy.
-        self.socket.close()
-        super().finish_request(request, client_address)
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
-
-
 def stop_children(server: Server) -> None:
     """Give the children SHUTDOWN_GRACE to finish their requests, then kill the rest; reap them all."""
     deadline = time.monotonic() + SHUTDOWN_GRACE
@@ -189,19 +208,7 @@ def stop_children(server: Server) -> None:
     for pid in server.active_children or ():
         os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
     server.collect_children(blocking=True)
-
-
-def serve_forever(server: Server, stopping: list[bool]) -> None:
-    """Accept connections, a child process for each, until asked to stop; then wait for the children."""
-    # The library's serve_forever() cannot be stopped from the thread that runs
-    # it, and running it in a second thread would mean forking a process that
-    # has two threads: the child gets a copy of every lock but only one thread,
-    # the forking one. We drive the library's loop one step at a time instead.
-    while not stopping:
-        server.handle_request()  # wait up to POLL_INTERVAL for a connection; fork a child for it
-        server.service_actions()  # collect_children(): reap the children that have exited
-    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
-    stop_children(server)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

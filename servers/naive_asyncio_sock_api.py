@@ -47,25 +47,7 @@ BODY = b"""<!doctype html>
 """
 
 
-async def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection from a single read, then close it (naively)."""
-    loop = asyncio.get_running_loop()
-    try:
-        request = await loop.sock_recv(conn, 1024)  # NAIVE: one read, as if the whole request always came at once
-        request_line = request.split(b"\r\n")[0]
-        tokens = request_line.split()
-        if len(tokens) == 3 and tokens[0] == b"GET":
-            await asyncio.sleep(delay)  # the simulated database call: only this task waits
-            await loop.sock_sendall(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")  # NAIVE: no length
-            await loop.sock_sendall(conn, BODY)
-        else:
-            await loop.sock_sendall(conn, b"HTTP/1.1 400 Bad Request\n\n")  # NAIVE: bare newlines, 400 for non-GET
-    except OSError:
-        pass  # the client is gone; the loop goes on
-    finally:
-        conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
-
-
+# --8<-- [start:model]
 async def serve_forever(host: str, port: int, delay: float) -> None:
     """Accept until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
@@ -98,6 +80,26 @@ async def serve_forever(host: str, port: int, delay: float) -> None:
         for handler in late:
             handler.cancel()  # out of grace: stop waiting for them
         await asyncio.gather(*late, return_exceptions=True)
+
+
+async def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection from a single read, then close it (naively)."""
+    loop = asyncio.get_running_loop()
+    try:
+        request = await loop.sock_recv(conn, 1024)  # NAIVE: one read, as if the whole request always came at once
+        request_line = request.split(b"\r\n")[0]
+        tokens = request_line.split()
+        if len(tokens) == 3 and tokens[0] == b"GET":
+            await asyncio.sleep(delay)  # the simulated database call: only this task waits
+            await loop.sock_sendall(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")  # NAIVE: no length
+            await loop.sock_sendall(conn, BODY)
+        else:
+            await loop.sock_sendall(conn, b"HTTP/1.1 400 Bad Request\n\n")  # NAIVE: bare newlines, 400 for non-GET
+    except OSError:
+        pass  # the client is gone; the loop goes on
+    finally:
+        conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
+# --8<-- [end:model]
 
 
 def main() -> None:

@@ -47,6 +47,18 @@ BODY = b"""<!doctype html>
 """
 
 
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Accept and answer connections one by one until asked to stop."""
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handle_request(conn, delay)  # the next client waits until this returns
+
+
 def handle_request(conn: socket.socket, delay: float) -> None:
     """Answer one connection from a single read, then close it (naively)."""
     try:
@@ -63,17 +75,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         pass  # the client is gone; the loop goes on
     finally:
         conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Accept and answer connections one by one until asked to stop."""
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        handle_request(conn, delay)  # the next client waits until this returns
+# --8<-- [end:model]
 
 
 def main() -> None:

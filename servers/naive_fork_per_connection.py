@@ -53,7 +53,72 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Accept connections and answer each in a child process until asked to stop."""
+    children: set[int] = set()  # pids not yet reaped; only this loop touches the set
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        # Reaped here, not in a SIGCHLD handler, which could run between fork()
+        # and children.add(pid) below: only this loop ever changes the set.
+        reap_children(children)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            handle_in_child(listener, conn, delay)  # never returns
+        children.add(pid)
+        # The parent's copy of the connection: only the child talks on it. Left
+        # open, it would live until the next accept rebinds `conn`, and the next
+        # child would inherit it.
+        conn.close()
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    stop_children(children)
+
+
+def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float) -> NoReturn:
+    """Run in the forked child: answer the one connection, then leave the slow way."""
+    status = 1
+    try:
+        listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
+        handle_request(conn, delay)
+        status = 0
+    except BaseException:
+        traceback.print_exc()  # a bug: say so
+    finally:
+        # THE NAIVE LINE: sys.exit raises SystemExit, which unwinds through the
+        # parent's frames and then runs the interpreter's full shutdown in the
+        # child. fork_per_connection.py calls os._exit(status) here instead.
+        sys.exit(status)
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this process waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -122,41 +187,6 @@ def close_gracefully(conn: socket.socket) -> None:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this process waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float) -> NoReturn:
-    """Run in the forked child: answer the one connection, then leave the slow way."""
-    status = 1
-    try:
-        listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
-        handle_request(conn, delay)
-        status = 0
-    except BaseException:
-        traceback.print_exc()  # a bug: say so
-    finally:
-        # THE NAIVE LINE: sys.exit raises SystemExit, which unwinds through the
-        # parent's frames and then runs the interpreter's full shutdown in the
-        # child. fork_per_connection.py calls os._exit(status) here instead.
-        sys.exit(status)
-
-
 def reap_children(children: set[int]) -> None:
     """Collect every child that has exited, without waiting, so none lingers as a zombie."""
     while children:
@@ -180,30 +210,7 @@ def stop_children(children: set[int]) -> None:
         os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
     for pid in children:
         os.waitpid(pid, 0)
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Accept connections and answer each in a child process until asked to stop."""
-    children: set[int] = set()  # pids not yet reaped; only this loop touches the set
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        # Reaped here, not in a SIGCHLD handler, which could run between fork()
-        # and children.add(pid) below: only this loop ever changes the set.
-        reap_children(children)
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        pid = os.fork()
-        if pid == 0:
-            handle_in_child(listener, conn, delay)  # never returns
-        children.add(pid)
-        # The parent's copy of the connection: only the child talks on it. Left
-        # open, it would live until the next accept rebinds `conn`, and the next
-        # child would inherit it.
-        conn.close()
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    stop_children(children)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -56,7 +56,135 @@ BODY = b"""<!doctype html>
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
+
+# --8<-- [start:model]
+def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
+    """Fork one worker; return its process id (in the parent)."""
+    parent = os.getpid()
+    # Hold SIGINT/SIGTERM back across the fork: a stop signal that reached the
+    # child before it set its own handler would run the parent's copy and be lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    pid = os.fork()
+    if pid:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        return pid
+    # In the child from here on: it never returns into the parent's code.
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, request_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held back arrives now, at our handler
+    exit_code = 1
+    try:
+        serve_forever(listener, delay, cpu_work, stopping, parent)
+        exit_code = 0
+    except Exception:
+        traceback.print_exc()  # os._exit below would otherwise swallow it; the parent restarts us
+    finally:
+        os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
+
+
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  parent: int) -> None:
+    """In a worker: accept and answer connections one by one until asked to stop."""
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping and os.getppid() == parent:  # a new parent id means ours died: stop too
+        try:
+            conn, _ = listener.accept()  # every idle worker waits here; the kernel wakes one per client
+        except TimeoutError:
+            continue
+        handle_request(conn, delay, cpu_work)  # this worker's next client waits; the other workers do not
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:supervision]
+def supervise(listener: socket.socket, delay: float, cpu_work: int, count: int, stopping: list[bool]) -> int:
+    """In the parent: keep `count` workers running until asked to stop; return the exit code."""
+    workers = {start_worker(listener, delay, cpu_work) for _ in range(count)}
+    restarts: list[float] = []  # when recent restarts happened
+    exit_code = 0
+    while not stopping:
+        time.sleep(POLL_INTERVAL)  # the parent has nothing else to do
+        if stopping:
+            break  # workers exiting now are stopping too (Ctrl-C reaches them all): no restarts
+        for pid, code in reap(workers):
+            now = time.monotonic()
+            restarts = [moment for moment in restarts if now - moment < RESTART_WINDOW] + [now]
+            if len(restarts) > count:
+                print(f"worker {pid} exited with {code}; too many restarts, stopping", file=sys.stderr, flush=True)
+                stopping.append(True)
+                exit_code = 1
+                break
+            print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
+            workers.add(start_worker(listener, delay, cpu_work))
+    stop_workers(workers)
+    return exit_code
+
+
+def reap(workers: set[int]) -> list[tuple[int, int]]:
+    """Collect workers that have exited, without waiting; return (pid, exit code) pairs."""
+    exited = []
+    while workers:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break  # no children left at all
+        if pid == 0:
+            break  # children remain, none has exited
+        workers.discard(pid)
+        exited.append((pid, os.waitstatus_to_exitcode(status)))
+    return exited
+
+
+def stop_workers(workers: set[int]) -> None:
+    """Ask every worker to stop, give them SHUTDOWN_GRACE to finish, then kill and reap the rest."""
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGTERM)  # it finishes the request in hand, then exits
+        except ProcessLookupError:
+            pass  # already gone; reap() collects it
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    while workers and time.monotonic() < deadline:
+        reap(workers)
+        time.sleep(0.05)
+    for pid in workers:
+        try:
+            os.kill(pid, signal.SIGKILL)  # out of grace
+        except ProcessLookupError:
+            pass
+    for pid in list(workers):
+        os.waitpid(pid, 0)  # no zombies left behind
+    workers.clear()
+# --8<-- [end:supervision]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -128,126 +256,7 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
-                  parent: int) -> None:
-    """In a worker: accept and answer connections one by one until asked to stop."""
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping and os.getppid() == parent:  # a new parent id means ours died: stop too
-        try:
-            conn, _ = listener.accept()  # every idle worker waits here; the kernel wakes one per client
-        except TimeoutError:
-            continue
-        handle_request(conn, delay, cpu_work)  # this worker's next client waits; the other workers do not
-
-
-def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
-    """Fork one worker; return its process id (in the parent)."""
-    parent = os.getpid()
-    # Hold SIGINT/SIGTERM back across the fork: a stop signal that reached the
-    # child before it set its own handler would run the parent's copy and be lost.
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    pid = os.fork()
-    if pid:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        return pid
-    # In the child from here on: it never returns into the parent's code.
-    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
-
-    def request_stop(signum: int, frame: object) -> None:
-        stopping.append(True)
-
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, request_stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # one held back arrives now, at our handler
-    exit_code = 1
-    try:
-        serve_forever(listener, delay, cpu_work, stopping, parent)
-        exit_code = 0
-    except Exception:
-        traceback.print_exc()  # os._exit below would otherwise swallow it; the parent restarts us
-    finally:
-        os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
-
-
-def reap(workers: set[int]) -> list[tuple[int, int]]:
-    """Collect workers that have exited, without waiting; return (pid, exit code) pairs."""
-    exited = []
-    while workers:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break  # no children left at all
-        if pid == 0:
-            break  # children remain, none has exited
-        workers.discard(pid)
-        exited.append((pid, os.waitstatus_to_exitcode(status)))
-    return exited
-
-
-def stop_workers(workers: set[int]) -> None:
-    """Ask every worker to stop, give them SHUTDOWN_GRACE to finish, then kill and reap the rest."""
-    for pid in workers:
-        try:
-            os.kill(pid, signal.SIGTERM)  # it finishes the request in hand, then exits
-        except ProcessLookupError:
-            pass  # already gone; reap() collects it
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    while workers and time.monotonic() < deadline:
-        reap(workers)
-        time.sleep(0.05)
-    for pid in workers:
-        try:
-            os.kill(pid, signal.SIGKILL)  # out of grace
-        except ProcessLookupError:
-            pass
-    for pid in list(workers):
-        os.waitpid(pid, 0)  # no zombies left behind
-    workers.clear()
-
-
-def supervise(listener: socket.socket, delay: float, cpu_work: int, count: int, stopping: list[bool]) -> int:
-    """In the parent: keep `count` workers running until asked to stop; return the exit code."""
-    workers = {start_worker(listener, delay, cpu_work) for _ in range(count)}
-    restarts: list[float] = []  # when recent restarts happened
-    exit_code = 0
-    while not stopping:
-        time.sleep(POLL_INTERVAL)  # the parent has nothing else to do
-        if stopping:
-            break  # workers exiting now are stopping too (Ctrl-C reaches them all): no restarts
-        for pid, code in reap(workers):
-            now = time.monotonic()
-            restarts = [moment for moment in restarts if now - moment < RESTART_WINDOW] + [now]
-            if len(restarts) > count:
-                print(f"worker {pid} exited with {code}; too many restarts, stopping", file=sys.stderr, flush=True)
-                stopping.append(True)
-                exit_code = 1
-                break
-            print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
-            workers.add(start_worker(listener, delay, cpu_work))
-    stop_workers(workers)
-    return exit_code
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

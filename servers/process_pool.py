@@ -55,7 +55,91 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def start_workers(listener: socket.socket, count: int, delay: float,
+                  cpu_work: int) -> tuple[socket.socket, list[int]]:
+    """Fork the pool; return the parent's end of the queue and the workers' pids."""
+    # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
+    # one reader, so the workers can share one end of the pair as a queue.
+    parent_end, jobs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    workers = []
+    for _ in range(count):
+        pid = os.fork()
+        if pid == 0:
+            run_worker(listener, parent_end, jobs, delay, cpu_work)  # never returns
+        workers.append(pid)
+    jobs.close()  # the parent only sends
+    parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
+    return parent_end, workers
+
+
+def work(jobs: socket.socket, delay: float, cpu_work: int) -> None:
+    """In a worker: take connections from the queue and answer them, one by one, until it closes."""
+    while True:
+        _, fds, _, _ = socket.recv_fds(jobs, 1, 1)  # waits for a connection, or for the end of the queue
+        if not fds:
+            return  # the parent closed its end and the queue is empty: time to go
+        handle_request(socket.socket(fileno=fds[0]), delay, cpu_work)
+
+
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  workers: int) -> None:
+    """Start the pool, then accept connections and queue them for it until asked to stop."""
+    queue, pids = start_workers(listener, workers, delay, cpu_work)
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        hand_over(queue, conn, stopping)
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    queue.close()  # the workers answer what is queued, then read the end of the queue and exit
+    stop_workers(pids)
+
+
+def hand_over(queue: socket.socket, conn: socket.socket, stopping: list[bool]) -> None:
+    """Put a connection in the queue, then close the parent's copy of it."""
+    try:
+        while True:
+            try:
+                # The kernel copies the descriptor into the message: the
+                # connection stays open, in the queue, after our close below.
+                socket.send_fds(queue, [b"c"], [conn.fileno()])
+                return
+            except TimeoutError:  # the queue is full: every worker is busy and many connections wait
+                if stopping:
+                    return  # we are stopping and nobody can take it: this client is refused
+    finally:
+        conn.close()
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -129,35 +213,6 @@ def simulated_cpu_work(iterations: int) -> int:
     return sum(number * number % 7 for number in range(iterations))
 
 
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def work(jobs: socket.socket, delay: float, cpu_work: int) -> None:
-    """In a worker: take connections from the queue and answer them, one by one, until it closes."""
-    while True:
-        _, fds, _, _ = socket.recv_fds(jobs, 1, 1)  # waits for a connection, or for the end of the queue
-        if not fds:
-            return  # the parent closed its end and the queue is empty: time to go
-        handle_request(socket.socket(fileno=fds[0]), delay, cpu_work)
-
-
 def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.socket, delay: float,
                cpu_work: int) -> NoReturn:
     """Run in a forked worker: serve from the queue, then leave at once."""
@@ -173,39 +228,6 @@ def run_worker(listener: socket.socket, parent_end: socket.socket, jobs: socket.
         os._exit(status)  # never return into the parent's code (see fork_per_connection.py)
 
 
-def start_workers(listener: socket.socket, count: int, delay: float,
-                  cpu_work: int) -> tuple[socket.socket, list[int]]:
-    """Fork the pool; return the parent's end of the queue and the workers' pids."""
-    # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
-    # one reader, so the workers can share one end of the pair as a queue.
-    parent_end, jobs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    workers = []
-    for _ in range(count):
-        pid = os.fork()
-        if pid == 0:
-            run_worker(listener, parent_end, jobs, delay, cpu_work)  # never returns
-        workers.append(pid)
-    jobs.close()  # the parent only sends
-    parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
-    return parent_end, workers
-
-
-def hand_over(queue: socket.socket, conn: socket.socket, stopping: list[bool]) -> None:
-    """Put a connection in the queue, then close the parent's copy of it."""
-    try:
-        while True:
-            try:
-                # The kernel copies the descriptor into the message: the
-                # connection stays open, in the queue, after our close below.
-                socket.send_fds(queue, [b"c"], [conn.fileno()])
-                return
-            except TimeoutError:  # the queue is full: every worker is busy and many connections wait
-                if stopping:
-                    return  # we are stopping and nobody can take it: this client is refused
-    finally:
-        conn.close()
-
-
 def stop_workers(workers: list[int]) -> None:
     """Give the workers SHUTDOWN_GRACE to empty the queue, then kill the rest; reap them all."""
     running = set(workers)
@@ -219,22 +241,7 @@ def stop_workers(workers: list[int]) -> None:
         os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
     for pid in running:
         os.waitpid(pid, 0)
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
-                  workers: int) -> None:
-    """Start the pool, then accept connections and queue them for it until asked to stop."""
-    queue, pids = start_workers(listener, workers, delay, cpu_work)
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        hand_over(queue, conn, stopping)
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    queue.close()  # the workers answer what is queued, then read the end of the queue and exit
-    stop_workers(pids)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -46,16 +46,35 @@ BODY = b"""<!doctype html>
 </html>
 """
 
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
-
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+    """Run the event loop until asked to stop and the connections in flight are done."""
+    listener.setblocking(False)
+    with selectors.DefaultSelector() as selector:
+        selector.register(listener, selectors.EVENT_READ)
+        stop_deadline = None
+        while True:
+            if stopping and stop_deadline is None:
+                selector.unregister(listener)
+                listener.close()  # stop accepting: new clients are refused, not left in the backlog
+                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
+            if stop_deadline is not None and (not clients(selector) or time.monotonic() > stop_deadline):
+                break
+            # Wait until some socket is ready, but never longer than POLL_INTERVAL,
+            # so the stop flag and the deadlines are looked at regularly.
+            for key, events in selector.select(POLL_INTERVAL):
+                if key.fileobj is listener:
+                    accept_connection(selector, listener)
+                elif events & selectors.EVENT_WRITE:
+                    send_response(selector, key.data)
+                elif key.data.draining:
+                    drain(selector, key.data)
+                else:
+                    handle_request(selector, key.data, delay)
+            close_idle(selector)
+        for connection in clients(selector):
+            close_connection(selector, connection)  # out of grace: stop waiting for them
 
 
 class Connection:
@@ -73,73 +92,14 @@ class Connection:
         self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
 
 
-def build_response(status: int, body: bytes) -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
-    request_line, *header_lines = head.split(b"\r\n")
-    match = REQUEST_LINE.fullmatch(request_line)
-    if match is None:
-        raise RequestError(400)
-    for line in header_lines:
-        name, colon, _ = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise RequestError(400)
-    return match.group(1).decode("ascii")
-
-
-def read_request_head(connection: Connection) -> bytes | None:
-    """Add what has arrived to the buffer; return the head once its blank line is in."""
-    chunk = connection.conn.recv(65536)  # never blocks: the selector said there is data
-    if not chunk:
-        raise ConnectionError("client closed before finishing its request")
-    connection.received += chunk
-    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head if blank_line else None
-
-
-def close_connection(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Forget the connection and close its socket."""
-    selector.unregister(connection.conn)
-    connection.conn.close()
-
-
-def close_gracefully(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
+def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
+    """Accept one waiting client and watch it for its request."""
     try:
-        connection.conn.shutdown(socket.SHUT_WR)
+        conn, _ = listener.accept()
     except OSError:
-        close_connection(selector, connection)  # the client is already gone
-        return
-    connection.draining = True
-    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
-    selector.modify(connection.conn, selectors.EVENT_READ, connection)
-
-
-def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Read and discard leftovers; close once the client closes too."""
-    try:
-        if connection.conn.recv(65536):
-            return  # discarded; the sweep closes us at the drain deadline
-    except BlockingIOError:
-        return  # nothing after all; wait for the next event
-    except OSError:
-        pass  # the client is already gone
-    close_connection(selector, connection)
+        return  # the client gave up before we got to it
+    conn.setblocking(False)  # from now on, no call on this socket may wait
+    selector.register(conn, selectors.EVENT_READ, Connection(conn))
 
 
 def handle_request(selector: selectors.BaseSelector, connection: Connection, delay: float) -> None:
@@ -185,16 +145,91 @@ def send_response(selector: selectors.BaseSelector, connection: Connection) -> N
     connection.deadline = time.monotonic() + CLIENT_TIMEOUT
     if not connection.outgoing:
         close_gracefully(selector, connection)
+# --8<-- [end:model]
 
 
-def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
-    """Accept one waiting client and watch it for its request."""
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(connection: Connection) -> bytes | None:
+    """Add what has arrived to the buffer; return the head once its blank line is in."""
+    chunk = connection.conn.recv(65536)  # never blocks: the selector said there is data
+    if not chunk:
+        raise ConnectionError("client closed before finishing its request")
+    connection.received += chunk
+    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head if blank_line else None
+
+
+def close_gracefully(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
     try:
-        conn, _ = listener.accept()
+        connection.conn.shutdown(socket.SHUT_WR)
     except OSError:
-        return  # the client gave up before we got to it
-    conn.setblocking(False)  # from now on, no call on this socket may wait
-    selector.register(conn, selectors.EVENT_READ, Connection(conn))
+        close_connection(selector, connection)  # the client is already gone
+        return
+    connection.draining = True
+    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
+    selector.modify(connection.conn, selectors.EVENT_READ, connection)
+
+
+def close_connection(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Forget the connection and close its socket."""
+    selector.unregister(connection.conn)
+    connection.conn.close()
+
+
+def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Read and discard leftovers; close once the client closes too."""
+    try:
+        if connection.conn.recv(65536):
+            return  # discarded; the sweep closes us at the drain deadline
+    except BlockingIOError:
+        return  # nothing after all; wait for the next event
+    except OSError:
+        pass  # the client is already gone
+    close_connection(selector, connection)
 
 
 def clients(selector: selectors.BaseSelector) -> list[Connection]:
@@ -208,35 +243,7 @@ def close_idle(selector: selectors.BaseSelector) -> None:
     for connection in clients(selector):
         if connection.deadline < now:
             close_connection(selector, connection)
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Run the event loop until asked to stop and the connections in flight are done."""
-    listener.setblocking(False)
-    with selectors.DefaultSelector() as selector:
-        selector.register(listener, selectors.EVENT_READ)
-        stop_deadline = None
-        while True:
-            if stopping and stop_deadline is None:
-                selector.unregister(listener)
-                listener.close()  # stop accepting: new clients are refused, not left in the backlog
-                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
-            if stop_deadline is not None and (not clients(selector) or time.monotonic() > stop_deadline):
-                break
-            # Wait until some socket is ready, but never longer than POLL_INTERVAL,
-            # so the stop flag and the deadlines are looked at regularly.
-            for key, events in selector.select(POLL_INTERVAL):
-                if key.fileobj is listener:
-                    accept_connection(selector, listener)
-                elif events & selectors.EVENT_WRITE:
-                    send_response(selector, key.data)
-                elif key.data.draining:
-                    drain(selector, key.data)
-                else:
-                    handle_request(selector, key.data, delay)
-            close_idle(selector)
-        for connection in clients(selector):
-            close_connection(selector, connection)  # out of grace: stop waiting for them
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

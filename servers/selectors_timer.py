@@ -47,198 +47,8 @@ BODY = b"""<!doctype html>
 </html>
 """
 
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
-
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class Connection:
-    """What the loop remembers about one client between two events.
-
-    A blocking server keeps this state on its call stack; an event loop that
-    juggles many clients in one thread has to keep it somewhere explicit.
-    """
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.received = b""  # the request head so far
-        self.outgoing = b""  # response bytes the socket has not taken yet
-        self.draining = False  # answered and half-closed: only reading leftovers now
-        self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
-
-
-def build_response(status: int, body: bytes) -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
-    request_line, *header_lines = head.split(b"\r\n")
-    match = REQUEST_LINE.fullmatch(request_line)
-    if match is None:
-        raise RequestError(400)
-    for line in header_lines:
-        name, colon, _ = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise RequestError(400)
-    return match.group(1).decode("ascii")
-
-
-def read_request_head(connection: Connection) -> bytes | None:
-    """Add what has arrived to the buffer; return the head once its blank line is in."""
-    chunk = connection.conn.recv(65536)  # never blocks: the selector said there is data
-    if not chunk:
-        raise ConnectionError("client closed before finishing its request")
-    connection.received += chunk
-    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head if blank_line else None
-
-
-def close_connection(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Forget the connection and close its socket."""
-    selector.unregister(connection.conn)
-    connection.conn.close()
-
-
-def close_gracefully(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
-    try:
-        connection.conn.shutdown(socket.SHUT_WR)
-    except OSError:
-        close_connection(selector, connection)  # the client is already gone
-        return
-    connection.draining = True
-    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
-    selector.modify(connection.conn, selectors.EVENT_READ, connection)
-
-
-def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Read and discard leftovers; close once the client closes too."""
-    try:
-        if connection.conn.recv(65536):
-            return  # discarded; the sweep closes us at the drain deadline
-    except BlockingIOError:
-        return  # nothing after all; wait for the next event
-    except OSError:
-        pass  # the client is already gone
-    close_connection(selector, connection)
-
-
-def wake_loop(connection: Connection, ready: queue.SimpleQueue[Connection], waker: socket.socket) -> None:
-    """In the timer thread: hand the connection back to the loop, touching nothing of the loop's."""
-    ready.put(connection)  # SimpleQueue is thread-safe; the selector and the sockets are not ours to touch
-    try:
-        waker.send(b"\0")  # one byte makes the loop's select() return now
-    except BlockingIOError:
-        pass  # the socket pair is full of wake-ups already: the loop will wake anyway
-    except OSError:
-        pass  # the loop has stopped and closed the pair: nobody is waiting for this answer
-
-
-def start_response(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Back in the loop: the delay is over, so send the answer when the socket has room."""
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    selector.register(connection.conn, selectors.EVENT_WRITE, connection)
-
-
-def handle_request(
-    selector: selectors.BaseSelector,
-    connection: Connection,
-    delay: float,
-    ready: queue.SimpleQueue[Connection],
-    waker: socket.socket,
-    waiting: set[Connection],
-) -> None:
-    """Take what the client sent; once its head is complete, prepare the answer."""
-    try:
-        head = read_request_head(connection)
-        if head is None:
-            connection.deadline = time.monotonic() + CLIENT_TIMEOUT  # progress: the client is alive
-            return  # the rest of the head comes in a later event
-        method = parse_request_head(head)
-        if method != "GET":
-            raise RequestError(405)
-        # The simulated database call, waited out in a timer thread: the loop
-        # goes straight back to select() and serves everyone else meanwhile.
-        # The connection leaves the selector while it waits: the client has
-        # nothing to tell us now, and an EOF from a client that half-closed
-        # would otherwise wake the loop on every turn.
-        connection.outgoing = build_response(200, BODY)  # sent once the delay is over
-        selector.unregister(connection.conn)
-        waiting.add(connection)  # so the loop still counts it on stop
-        timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))
-        timer.daemon = True  # a timer cannot keep the process alive past the grace period
-        timer.start()
-        return
-    except RequestError as error:
-        response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-    except BlockingIOError:
-        return  # woken with nothing to read after all; wait for the next event
-    except OSError:
-        close_connection(selector, connection)  # reset or early close: this client is lost
-        return
-    connection.outgoing = response
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
-
-
-def send_response(selector: selectors.BaseSelector, connection: Connection) -> None:
-    """Send as much of the answer as the socket takes; half-close after the last byte."""
-    try:
-        sent = connection.conn.send(connection.outgoing)  # may take only part of it
-    except BlockingIOError:
-        return  # no room after all; wait for the next event
-    except OSError:
-        close_connection(selector, connection)  # reset: this client is lost
-        return
-    connection.outgoing = connection.outgoing[sent:]
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    if not connection.outgoing:
-        close_gracefully(selector, connection)
-
-
-def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
-    """Accept one waiting client and watch it for its request."""
-    try:
-        conn, _ = listener.accept()
-    except OSError:
-        return  # the client gave up before we got to it
-    conn.setblocking(False)  # from now on, no call on this socket may wait
-    selector.register(conn, selectors.EVENT_READ, Connection(conn))
-
-
-def clients(selector: selectors.BaseSelector) -> list[Connection]:
-    """The connections registered with the selector: everything but the listener and the waker."""
-    return [key.data for key in selector.get_map().values() if isinstance(key.data, Connection)]
-
-
-def close_idle(selector: selectors.BaseSelector) -> None:
-    """Close connections past their deadline: silent clients and finished drains."""
-    now = time.monotonic()
-    for connection in clients(selector):
-        if connection.deadline < now:
-            close_connection(selector, connection)
-
-
+# --8<-- [start:model]
 def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
     """Run the event loop until asked to stop and the connections in flight are done."""
     ready: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # timers put connections here
@@ -283,6 +93,203 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -
             close_connection(selector, connection)  # out of grace: stop waiting for them
         for connection in waiting:
             connection.conn.close()  # their timers may still fire; wake_loop expects that
+
+
+class Connection:
+    """What the loop remembers about one client between two events.
+
+    A blocking server keeps this state on its call stack; an event loop that
+    juggles many clients in one thread has to keep it somewhere explicit.
+    """
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.received = b""  # the request head so far
+        self.outgoing = b""  # response bytes the socket has not taken yet
+        self.draining = False  # answered and half-closed: only reading leftovers now
+        self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
+
+
+def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
+    """Accept one waiting client and watch it for its request."""
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        return  # the client gave up before we got to it
+    conn.setblocking(False)  # from now on, no call on this socket may wait
+    selector.register(conn, selectors.EVENT_READ, Connection(conn))
+
+
+def handle_request(
+    selector: selectors.BaseSelector,
+    connection: Connection,
+    delay: float,
+    ready: queue.SimpleQueue[Connection],
+    waker: socket.socket,
+    waiting: set[Connection],
+) -> None:
+    """Take what the client sent; once its head is complete, prepare the answer."""
+    try:
+        head = read_request_head(connection)
+        if head is None:
+            connection.deadline = time.monotonic() + CLIENT_TIMEOUT  # progress: the client is alive
+            return  # the rest of the head comes in a later event
+        method = parse_request_head(head)
+        if method != "GET":
+            raise RequestError(405)
+        # The simulated database call, waited out in a timer thread: the loop
+        # goes straight back to select() and serves everyone else meanwhile.
+        # The connection leaves the selector while it waits: the client has
+        # nothing to tell us now, and an EOF from a client that half-closed
+        # would otherwise wake the loop on every turn.
+        connection.outgoing = build_response(200, BODY)  # sent once the delay is over
+        selector.unregister(connection.conn)
+        waiting.add(connection)  # so the loop still counts it on stop
+        timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))
+        timer.daemon = True  # a timer cannot keep the process alive past the grace period
+        timer.start()
+        return
+    except RequestError as error:
+        response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+    except BlockingIOError:
+        return  # woken with nothing to read after all; wait for the next event
+    except OSError:
+        close_connection(selector, connection)  # reset or early close: this client is lost
+        return
+    connection.outgoing = response
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
+
+
+def wake_loop(connection: Connection, ready: queue.SimpleQueue[Connection], waker: socket.socket) -> None:
+    """In the timer thread: hand the connection back to the loop, touching nothing of the loop's."""
+    ready.put(connection)  # SimpleQueue is thread-safe; the selector and the sockets are not ours to touch
+    try:
+        waker.send(b"\0")  # one byte makes the loop's select() return now
+    except BlockingIOError:
+        pass  # the socket pair is full of wake-ups already: the loop will wake anyway
+    except OSError:
+        pass  # the loop has stopped and closed the pair: nobody is waiting for this answer
+
+
+def start_response(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Back in the loop: the delay is over, so send the answer when the socket has room."""
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    selector.register(connection.conn, selectors.EVENT_WRITE, connection)
+
+
+def send_response(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Send as much of the answer as the socket takes; half-close after the last byte."""
+    try:
+        sent = connection.conn.send(connection.outgoing)  # may take only part of it
+    except BlockingIOError:
+        return  # no room after all; wait for the next event
+    except OSError:
+        close_connection(selector, connection)  # reset: this client is lost
+        return
+    connection.outgoing = connection.outgoing[sent:]
+    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    if not connection.outgoing:
+        close_gracefully(selector, connection)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes) -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def parse_request_head(head: bytes) -> str:
+    """Validate a request head (without the blank line); return its method."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii")
+
+
+def read_request_head(connection: Connection) -> bytes | None:
+    """Add what has arrived to the buffer; return the head once its blank line is in."""
+    chunk = connection.conn.recv(65536)  # never blocks: the selector said there is data
+    if not chunk:
+        raise ConnectionError("client closed before finishing its request")
+    connection.received += chunk
+    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head if blank_line else None
+
+
+def close_gracefully(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
+    try:
+        connection.conn.shutdown(socket.SHUT_WR)
+    except OSError:
+        close_connection(selector, connection)  # the client is already gone
+        return
+    connection.draining = True
+    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
+    selector.modify(connection.conn, selectors.EVENT_READ, connection)
+
+
+def close_connection(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Forget the connection and close its socket."""
+    selector.unregister(connection.conn)
+    connection.conn.close()
+
+
+def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
+    """Read and discard leftovers; close once the client closes too."""
+    try:
+        if connection.conn.recv(65536):
+            return  # discarded; the sweep closes us at the drain deadline
+    except BlockingIOError:
+        return  # nothing after all; wait for the next event
+    except OSError:
+        pass  # the client is already gone
+    close_connection(selector, connection)
+
+
+def clients(selector: selectors.BaseSelector) -> list[Connection]:
+    """The connections registered with the selector: everything but the listener and the waker."""
+    return [key.data for key in selector.get_map().values() if isinstance(key.data, Connection)]
+
+
+def close_idle(selector: selectors.BaseSelector) -> None:
+    """Close connections past their deadline: silent clients and finished drains."""
+    now = time.monotonic()
+    for connection in clients(selector):
+        if connection.deadline < now:
+            close_connection(selector, connection)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

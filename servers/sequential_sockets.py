@@ -38,7 +38,44 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept and answer connections one by one until asked to stop."""
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handle_request(conn, delay, cpu_work)  # the next client waits until this returns
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: nothing else runs meanwhile
+            simulated_cpu_work(cpu_work)  # the simulated computation: nothing else runs meanwhile either
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -110,37 +147,7 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: nothing else runs meanwhile
-            simulated_cpu_work(cpu_work)  # the simulated computation: nothing else runs meanwhile either
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
-    """Accept and answer connections one by one until asked to stop."""
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        handle_request(conn, delay, cpu_work)  # the next client waits until this returns
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -47,7 +47,73 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(server: "Server", stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then let it finish the request in flight."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    # shutdown() has no timeout of its own: run it in a helper thread and wait
+    # for that one with ours. It returns once the request in flight is done.
+    stopper = threading.Thread(target=server.shutdown, daemon=True)
+    stopper.start()
+    stopper.join(SHUTDOWN_GRACE)
+
+
+class Server(socketserver.TCPServer):
+    """TCPServer with our backlog, our close and our delay."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -114,66 +180,7 @@ def close_gracefully(conn: socket.socket) -> None:
         pass  # the client is already gone; nothing left to protect
     finally:
         conn.close()
-
-
-class RequestHandler(socketserver.StreamRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
-    server: "Server"
-
-    def handle(self) -> None:
-        try:
-            try:
-                method = parse_request_head(read_request_head(self.rfile))
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
-                response = build_response(200, BODY)
-            except RequestError as error:
-                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-
-
-class Server(socketserver.TCPServer):
-    """TCPServer with our backlog, our close and our delay."""
-
-    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
-    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
-
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
-
-
-def serve_forever(server: Server, stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then let it finish the request in flight."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
-    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
-    accept_loop.start()
-    while not stopping:
-        time.sleep(POLL_INTERVAL)
-    # shutdown() has no timeout of its own: run it in a helper thread and wait
-    # for that one with ours. It returns once the request in flight is done.
-    stopper = threading.Thread(target=server.shutdown, daemon=True)
-    stopper.start()
-    stopper.join(SHUTDOWN_GRACE)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

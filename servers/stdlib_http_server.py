@@ -45,53 +45,39 @@ BODY = b"""<!doctype html>
 # and its own request-line parser.
 
 
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class HeadLimitedReader:
-    """Wrap the handler's rfile so the whole request head, not each line, is capped.
-
-    http.server only limits each line (64 KiB) and the number of headers (100),
-    so 100 lines of 60 KiB would still be read. Counting every byte readline
-    returns gives the same cap as the other designs: the head, without the
-    blank line that ends it, may be at most MAX_HEAD_BYTES.
-    """
-
-    def __init__(self, raw: io.BufferedIOBase) -> None:
-        self.raw = raw
-        # The lines read include the head's last CRLF and the blank line's CRLF.
-        self.remaining = MAX_HEAD_BYTES + 4
-
-    def readline(self, limit: int = -1) -> bytes:
-        # Never ask for more than one byte past the budget, so nothing is over-read.
-        size = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
-        line = self.raw.readline(size)
-        self.remaining -= len(line)
-        if self.remaining < 0:
-            raise RequestError(431)
-        return line
-
-    def close(self) -> None:
-        self.raw.close()
+# --8<-- [start:model]
+def serve_forever(httpd: "Server", stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then let it finish."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler.
+    accept_loop = threading.Thread(target=httpd.serve_forever, args=(POLL_INTERVAL,))
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    httpd.shutdown()  # returns once the loop has finished the request in flight
+    accept_loop.join()
 
 
-def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
-    try:
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
-    except OSError:
-        pass  # the client is already gone; nothing left to protect
-    finally:
-        conn.close()
+class Server(http.server.HTTPServer):
+    """HTTPServer with our backlog, our close and our delay."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
 class RequestHandler(http.server.BaseHTTPRequestHandler):
@@ -138,40 +124,58 @@ class RequestHandler(http.server.BaseHTTPRequestHandler):
         # Silent on purpose: the library prints a line per request (and per
         # error) to stderr, which under load costs more than the answer itself.
         pass
+# --8<-- [end:model]
 
 
-class Server(http.server.HTTPServer):
-    """HTTPServer with our backlog, our close and our delay."""
+# --8<-- [start:plumbing]
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
 
-    request_queue_size = BACKLOG  # the library's listen() backlog
-
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
-def serve_forever(httpd: Server, stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then let it finish."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler.
-    accept_loop = threading.Thread(target=httpd.serve_forever, args=(POLL_INTERVAL,))
-    accept_loop.start()
-    while not stopping:
-        time.sleep(POLL_INTERVAL)
-    httpd.shutdown()  # returns once the loop has finished the request in flight
-    accept_loop.join()
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(DRAIN_TIMEOUT)
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while time.monotonic() < deadline and conn.recv(65536):
+            pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+class HeadLimitedReader:
+    """Wrap the handler's rfile so the whole request head, not each line, is capped.
+
+    http.server only limits each line (64 KiB) and the number of headers (100),
+    so 100 lines of 60 KiB would still be read. Counting every byte readline
+    returns gives the same cap as the other designs: the head, without the
+    blank line that ends it, may be at most MAX_HEAD_BYTES.
+    """
+
+    def __init__(self, raw: io.BufferedIOBase) -> None:
+        self.raw = raw
+        # The lines read include the head's last CRLF and the blank line's CRLF.
+        self.remaining = MAX_HEAD_BYTES + 4
+
+    def readline(self, limit: int = -1) -> bytes:
+        # Never ask for more than one byte past the budget, so nothing is over-read.
+        size = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
+        line = self.raw.readline(size)
+        self.remaining -= len(line)
+        if self.remaining < 0:
+            raise RequestError(431)
+        return line
+
+    def close(self) -> None:
+        self.raw.close()
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

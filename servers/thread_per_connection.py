@@ -43,7 +43,57 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept connections and answer each in its own thread until asked to stop."""
+    handlers: list[threading.Thread] = []  # only this thread touches the list: no lock needed
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
+        # daemon=True: a stuck client cannot keep the process alive past the grace period.
+        handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work), daemon=True)
+        try:
+            handler.start()  # the accept loop goes straight back to accept()
+        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+            conn.close()  # this client is refused; the server and the clients it has go on
+            continue
+        handlers.append(handler)
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for handler in handlers:
+        handler.join(max(0.0, deadline - time.monotonic()))
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this thread waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -115,50 +165,7 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this thread waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
-    """Accept connections and answer each in its own thread until asked to stop."""
-    handlers: list[threading.Thread] = []  # only this thread touches the list: no lock needed
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
-        # daemon=True: a stuck client cannot keep the process alive past the grace period.
-        handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work), daemon=True)
-        try:
-            handler.start()  # the accept loop goes straight back to accept()
-        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
-            conn.close()  # this client is refused; the server and the clients it has go on
-            continue
-        handlers.append(handler)
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for handler in handlers:
-        handler.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

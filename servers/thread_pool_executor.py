@@ -50,7 +50,63 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
+                  threads: int) -> None:
+    """Accept connections and hand each to the pool until asked to stop."""
+    # (task, its connection) for every request not yet finished; only this thread touches the list.
+    pending: list[tuple[concurrent.futures.Future[None], socket.socket]] = []
+    listener.settimeout(POLL_INTERVAL)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="handler") as executor:
+        while not stopping:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            pending = [(task, client) for task, client in pending if not task.done()]  # forget finished ones
+            # submit returns at once: a free thread runs the task, or it waits in the queue.
+            pending.append((executor.submit(handle_request, conn, delay, cpu_work), conn))
+        listener.close()  # stop accepting: new clients are refused, not left in the backlog
+        concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
+        for task, conn in pending:
+            if task.cancel():
+                conn.close()  # still queued, out of grace: it will never run
+            elif not task.done():
+                # Running, out of grace. The executor's threads cannot be
+                # abandoned (the interpreter joins them at exit), so end the
+                # conversation: every recv or send on it now returns at once.
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # it closed in the meantime
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this thread waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -122,57 +178,7 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this thread waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
-                  threads: int) -> None:
-    """Accept connections and hand each to the pool until asked to stop."""
-    # (task, its connection) for every request not yet finished; only this thread touches the list.
-    pending: list[tuple[concurrent.futures.Future[None], socket.socket]] = []
-    listener.settimeout(POLL_INTERVAL)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="handler") as executor:
-        while not stopping:
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            pending = [(task, client) for task, client in pending if not task.done()]  # forget finished ones
-            # submit returns at once: a free thread runs the task, or it waits in the queue.
-            pending.append((executor.submit(handle_request, conn, delay, cpu_work), conn))
-        listener.close()  # stop accepting: new clients are refused, not left in the backlog
-        concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
-        for task, conn in pending:
-            if task.cancel():
-                conn.close()  # still queued, out of grace: it will never run
-            elif not task.done():
-                # Running, out of grace. The executor's threads cannot be
-                # abandoned (the interpreter joins them at exit), so end the
-                # conversation: every recv or send on it now returns at once.
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # it closed in the meantime
-    # Leaving the with block is executor.shutdown(wait=True): quick now.
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -49,7 +49,75 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, threads: int, stopping: list[bool]) -> None:
+    """Accept connections and queue them for the pool until asked to stop."""
+    connections: queue.Queue[socket.socket | None] = queue.Queue(maxsize=QUEUE_LIMIT)
+    # daemon=True: a stuck client cannot keep the process alive past the grace period.
+    workers = [threading.Thread(target=work, args=(connections, delay), daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        while True:  # wait for room in the queue, but keep looking at the stop flag
+            try:
+                connections.put(conn, timeout=POLL_INTERVAL)
+                break
+            except queue.Full:
+                if stopping:
+                    conn.close()  # never queued, never started: nothing in flight to protect
+                    break
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    # One sentinel per worker, after the connections already queued: those are answered first.
+    # put() may wait for room while the queue is full, but never past the shared deadline.
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for _ in workers:
+        try:
+            connections.put(None, timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            break  # out of grace: the workers still busy are abandoned
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+
+
+def work(connections: queue.Queue[socket.socket | None], delay: float) -> None:
+    """In a worker thread: answer connections from the queue until it hands us None."""
+    while True:
+        conn = connections.get()  # sleeps until there is work: an idle pool costs nothing
+        if conn is None:
+            return  # the stop sentinel: one per thread, queued behind the real work
+        handle_request(conn, delay)
+
+
+def handle_request(conn: socket.socket, delay: float) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        conn.settimeout(CLIENT_TIMEOUT)
+        try:
+            method = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker thread waits
+            response = build_response(200, BODY)
+        except RequestError as error:
+            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -116,68 +184,7 @@ def close_gracefully(conn: socket.socket) -> None:
         pass  # the client is already gone; nothing left to protect
     finally:
         conn.close()
-
-
-def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker thread waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def work(connections: queue.Queue[socket.socket | None], delay: float) -> None:
-    """In a worker thread: answer connections from the queue until it hands us None."""
-    while True:
-        conn = connections.get()  # sleeps until there is work: an idle pool costs nothing
-        if conn is None:
-            return  # the stop sentinel: one per thread, queued behind the real work
-        handle_request(conn, delay)
-
-
-def serve_forever(listener: socket.socket, delay: float, threads: int, stopping: list[bool]) -> None:
-    """Accept connections and queue them for the pool until asked to stop."""
-    connections: queue.Queue[socket.socket | None] = queue.Queue(maxsize=QUEUE_LIMIT)
-    # daemon=True: a stuck client cannot keep the process alive past the grace period.
-    workers = [threading.Thread(target=work, args=(connections, delay), daemon=True) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        while True:  # wait for room in the queue, but keep looking at the stop flag
-            try:
-                connections.put(conn, timeout=POLL_INTERVAL)
-                break
-            except queue.Full:
-                if stopping:
-                    conn.close()  # never queued, never started: nothing in flight to protect
-                    break
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    # One sentinel per worker, after the connections already queued: those are answered first.
-    # put() may wait for room while the queue is full, but never past the shared deadline.
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for _ in workers:
-        try:
-            connections.put(None, timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Full:
-            break  # out of grace: the workers still busy are abandoned
-    for worker in workers:
-        worker.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -47,7 +47,96 @@ BODY = b"""<!doctype html>
 </html>
 """
 
+
+# --8<-- [start:model]
+def serve_forever(server: "Server", stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then give requests in flight SHUTDOWN_GRACE."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a request
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+
+
+class Server(socketserver.ThreadingTCPServer):
+    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+    # The library's defaults are daemon_threads = False and block_on_close = True:
+    # server_close() then joins every handler thread with no time limit, and the
+    # interpreter would wait for them at exit anyway. One client that trickles a
+    # byte every few seconds could hold the stop for minutes. Daemon threads that
+    # we count ourselves give the stop a deadline instead.
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], delay: float) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+        self.in_flight = 0  # requests accepted and not yet closed; several threads change it: under the lock
+        self.idle = threading.Condition()
+
+    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        with self.idle:
+            self.in_flight += 1  # counted before its thread starts, so a stop cannot miss it
+        super().process_request(request, client_address)  # starts the thread and returns at once
+
+    def wait_until_idle(self, timeout: float) -> None:
+        """Return when no request is in flight, or after `timeout` seconds."""
+        with self.idle:
+            self.idle.wait_for(lambda: self.in_flight == 0, timeout)
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        try:
+            close_gracefully(request)
+        finally:
+            with self.idle:  # the library calls this once per request, as its last step
+                self.in_flight -= 1
+                self.idle.notify_all()
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection completely; the server closes it afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            try:
+                method = parse_request_head(read_request_head(self.rfile))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this thread waits
+                response = build_response(200, BODY)
+            except RequestError as error:
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -114,89 +203,7 @@ def close_gracefully(conn: socket.socket) -> None:
         pass  # the client is already gone; nothing left to protect
     finally:
         conn.close()
-
-
-class RequestHandler(socketserver.StreamRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
-    server: "Server"
-
-    def handle(self) -> None:
-        try:
-            try:
-                method = parse_request_head(read_request_head(self.rfile))
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(self.server.delay)  # the simulated database call: only this thread waits
-                response = build_response(200, BODY)
-            except RequestError as error:
-                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-            self.wfile.write(response)  # unbuffered (wbufsize = 0): this is a sendall
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-
-
-class Server(socketserver.ThreadingTCPServer):
-    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
-
-    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
-    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
-    # The library's defaults are daemon_threads = False and block_on_close = True:
-    # server_close() then joins every handler thread with no time limit, and the
-    # interpreter would wait for them at exit anyway. One client that trickles a
-    # byte every few seconds could hold the stop for minutes. Daemon threads that
-    # we count ourselves give the stop a deadline instead.
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.in_flight = 0  # requests accepted and not yet closed; several threads change it: under the lock
-        self.idle = threading.Condition()
-
-    def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        with self.idle:
-            self.in_flight += 1  # counted before its thread starts, so a stop cannot miss it
-        super().process_request(request, client_address)  # starts the thread and returns at once
-
-    def wait_until_idle(self, timeout: float) -> None:
-        """Return when no request is in flight, or after `timeout` seconds."""
-        with self.idle:
-            self.idle.wait_for(lambda: self.in_flight == 0, timeout)
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        try:
-            close_gracefully(request)
-        finally:
-            with self.idle:  # the library calls this once per request, as its last step
-                self.in_flight -= 1
-                self.idle.notify_all()
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
-
-
-def serve_forever(server: Server, stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then give requests in flight SHUTDOWN_GRACE."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
-    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
-    accept_loop.start()
-    while not stopping:
-        time.sleep(POLL_INTERVAL)
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
-    server.shutdown()  # quick here: the loop only accepts, so it never holds a request
-    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
-    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
