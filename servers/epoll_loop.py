@@ -10,7 +10,7 @@ sleeps and nothing runs in another thread, yet every wait overlaps.
 Grows from: selectors_timer.py (the same loop, on epoll itself, with its timer
 threads replaced by a heap inside the loop).
 
-Run:   python servers/epoll_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/epoll_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Level-triggered, on purpose: epoll reports a socket for as long as it is
@@ -22,8 +22,8 @@ Known limits, on purpose: Linux only (epoll); one thread for everything, so
 any call that blocks freezes every connection; Python work is not spread over
 CPUs.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (a sweep closes
-connections idle for CLIENT_TIMEOUT), partial sends, and clients that send
+(431), malformed request lines (400), silent or trickling clients (a sweep
+closes connections whose head is not in after HEAD_TIMEOUT), partial sends, and clients that send
 more than we read (we half-close and drain instead of resetting).
 """
 
@@ -40,9 +40,11 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # the longest the loop waits in poll(): it looks at the stop flag and deadlines this often
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
@@ -52,15 +54,16 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 
 # --8<-- [start:model]
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Run the event loop until asked to stop and the connections in flight are done."""
     listener.setblocking(False)
     listener_fd = listener.fileno()
     with select.epoll() as epoll:
-        loop = Loop(epoll, delay)
+        loop = Loop(epoll, delay, cpu_work)
         epoll.register(listener_fd, select.EPOLLIN)
         stop_deadline = None
         while True:
@@ -101,17 +104,19 @@ class Connection:
         self.conn = conn
         self.fd = conn.fileno()  # kept: fileno() is -1 once the socket is closed
         self.received = b""  # the request head so far
-        self.outgoing = b""  # response bytes the socket has not taken yet
+        self.path = "/"  # what the request asked for, kept while its call is in the heap
+        self.outgoing = memoryview(b"")  # response bytes the socket has not taken yet (sliced without copying)
         self.draining = False  # answered and half-closed: only reading leftovers now
-        self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
+        self.deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head; the sweep closes us after it
 
 
 class Loop:
     """The epoll object, the connections it watches, and the timers: everything the loop owns."""
 
-    def __init__(self, epoll: select.epoll, delay: float) -> None:
+    def __init__(self, epoll: select.epoll, delay: float, cpu_work: int) -> None:
         self.epoll = epoll
         self.delay = delay
+        self.cpu_work = cpu_work
         self.watched: dict[int, Connection] = {}  # registered with epoll, by file descriptor
         self.timers: list[tuple[float, int, Connection]] = []  # (due, tie-breaker, connection), a heap
         self.tie_breaker = itertools.count()  # equal due times never compare two Connections
@@ -151,13 +156,12 @@ def handle_request(loop: Loop, connection: Connection) -> None:
     try:
         head = read_request_head(connection)
         if head is None:
-            connection.deadline = time.monotonic() + CLIENT_TIMEOUT  # progress: the client is alive
-            return  # the rest of the head comes in a later event
-        method = parse_request_head(head)
+            return  # the rest of the head comes in a later event, before the same deadline
+        method, connection.path = parse_request_head(head)
         if method != "GET":
             raise RequestError(405)
     except RequestError as error:
-        refusal = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
+        refusal = build_refusal(error.status)
         start_response(loop, connection, refusal)
         return
     except BlockingIOError:
@@ -166,7 +170,8 @@ def handle_request(loop: Loop, connection: Connection) -> None:
         close_connection(loop, connection)  # reset or early close: this client is lost
         return
     if loop.delay <= 0:
-        start_response(loop, connection, build_response(200, BODY))  # no call to wait for
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))  # no call to wait for
         return
     # The simulated database call: a timer in the heap, not a sleep. The socket
     # leaves epoll while it waits (the client has nothing to tell us now, and a
@@ -180,13 +185,14 @@ def fire_due_timers(loop: Loop) -> None:
     now = time.monotonic()
     while loop.timers and loop.timers[0][0] <= now:
         _, _, connection = heapq.heappop(loop.timers)
-        start_response(loop, connection, build_response(200, BODY))
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))
 
 
 def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
     """Queue the answer; epoll tells us when the socket has room for it."""
-    connection.outgoing = response
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
+    connection.outgoing = memoryview(response)
+    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
     loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
 
 
@@ -200,7 +206,6 @@ def send_response(loop: Loop, connection: Connection) -> None:
         close_connection(loop, connection)  # reset: this client is lost
         return
     connection.outgoing = connection.outgoing[sent:]
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
     if not connection.outgoing:
         close_gracefully(loop, connection)
 # --8<-- [end:model]
@@ -221,9 +226,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes) -> bytes:
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
@@ -235,8 +239,20 @@ def build_response(status: int, body: bytes) -> bytes:
     return head.encode("ascii") + body
 
 
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
@@ -245,7 +261,7 @@ def parse_request_head(head: bytes) -> str:
         name, colon, _ = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii")
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
 
 
 def read_request_head(connection: Connection) -> bytes | None:
@@ -261,15 +277,27 @@ def read_request_head(connection: Connection) -> bytes | None:
 
 
 def close_gracefully(loop: Loop, connection: Connection) -> None:
-    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
+    """Half-close; drain only if the client sent more than we read, so closing sends FIN, not RST."""
     try:
         connection.conn.shutdown(socket.SHUT_WR)
+        unread = connection.conn.recv(1, socket.MSG_PEEK)  # look without taking: the socket never blocks
+    except BlockingIOError:
+        unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
     except OSError:
         close_connection(loop, connection)  # the client is already gone
         return
-    connection.draining = True
+    if not unread:
+        # Nothing left unread, so closing sends FIN: no need to spend a round trip waiting for the client's.
+        close_connection(loop, connection)
+        return
+    connection.draining = True  # unread bytes would make close() send RST: read them first, for a while
     connection.deadline = time.monotonic() + DRAIN_TIMEOUT
     loop.watch(connection, select.EPOLLIN)
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
 
 
 def close_connection(loop: Loop, connection: Connection) -> None:
@@ -311,7 +339,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -325,7 +354,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

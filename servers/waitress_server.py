@@ -131,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
