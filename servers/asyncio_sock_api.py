@@ -202,6 +202,7 @@ async def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -258,7 +258,7 @@ def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
 
 
 def clients(selector: selectors.BaseSelector) -> list[Connection]:
-    """The connections the loop is serving: everything registered but the listener."""
+    """The connections the loop is serving: everything registered but the listener (and a waker)."""
     return [key.data for key in selector.get_map().values() if isinstance(key.data, Connection)]
 
 

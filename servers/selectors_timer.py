@@ -304,7 +304,7 @@ def drain(selector: selectors.BaseSelector, connection: Connection) -> None:
 
 
 def clients(selector: selectors.BaseSelector) -> list[Connection]:
-    """The connections registered with the selector: everything but the listener and the waker."""
+    """The connections the loop is serving: everything registered but the listener (and a waker)."""
     return [key.data for key in selector.get_map().values() if isinstance(key.data, Connection)]
 
 

@@ -211,6 +211,7 @@ class HeadLimitedReader:
 
     def close(self) -> None:
         pass  # the socket is the server's to close (close_gracefully)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

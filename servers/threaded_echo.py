@@ -137,13 +137,22 @@ class RequestHandler(socketserver.StreamRequestHandler):
 
 # --8<-- [start:plumbing]
 def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
     try:
         conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
     except OSError:
         pass  # the client is already gone; nothing left to protect
     finally:

@@ -29,7 +29,6 @@ from test_behaviour import simultaneous_gets
 WORK_DESIGNS = [design for design in CATALOGUE.designs.values() if design.supports_work]
 SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False)["work"]  # about 5 ms a request
 HEAVY_WORK = 10 * SCENARIO_WORK  # about 50 ms: long enough that wall times are not noise
-ONE_TICK = 1 / CLOCK_TICKS  # /proc counts CPU time in ticks (10 ms on most kernels)
 PARALLEL_TRIES = 5
 
 
