@@ -107,7 +107,7 @@ class RequestHandler(socketserver.BaseRequestHandler):
                 if method != "GET":
                     raise RequestError(405)
                 time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
-                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: nothing else runs meanwhile either
+                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: nothing else runs either
                 response = build_page_response(path)
             except RequestError as error:
                 response = build_refusal(error.status)

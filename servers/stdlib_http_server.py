@@ -92,7 +92,7 @@ class RequestHandler(http.server.BaseHTTPRequestHandler):
     # The library's default, HTTP/0.9, would send our 400 for a malformed
     # request line as a bare page without a status line.
     default_request_version = "HTTP/1.0"
-    timeout = SEND_TIMEOUT  # the library applies it to the socket in setup(); reads wait for what is left of HEAD_TIMEOUT
+    timeout = SEND_TIMEOUT  # applied in setup(); reads wait only for what is left of HEAD_TIMEOUT
     server: "Server"
 
     def setup(self) -> None:

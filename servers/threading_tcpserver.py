@@ -128,7 +128,7 @@ class RequestHandler(socketserver.BaseRequestHandler):
                 if method != "GET":
                     raise RequestError(405)
                 time.sleep(self.server.delay)  # the simulated database call: only this thread waits
-                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: holds the GIL meanwhile
                 response = build_page_response(path)
             except RequestError as error:
                 response = build_refusal(error.status)

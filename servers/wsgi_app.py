@@ -38,7 +38,7 @@ StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
 
 def make_app(delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
-    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after `delay` seconds, anything else with 405."""
+    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after `delay` s, anything else with 405."""
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] != "GET":

@@ -39,7 +39,7 @@ VARIANTS: dict[str, dict[str, tuple[str, set[str]]]] = {
     "read_request_head": {
         "selectors": ("an event loop reads one chunk per event into the connection's buffer", EVENT_LOOP_FILES),
         "epoll": ("the same, on epoll: the comment names what reported the socket", {"epoll_loop.py"}),
-        "asyncio streams": ("StreamReader.readuntil does the loop, capped by the reader's limit", ASYNCIO_STREAMS_FILES),
+        "asyncio streams": ("StreamReader.readuntil loops, capped by the reader limit", ASYNCIO_STREAMS_FILES),
         "asyncio sockets": ("awaits loop.sock_recv instead of calling recv", {"asyncio_sock_api.py"}),
     },
     "close_gracefully": {
@@ -215,7 +215,7 @@ def test_every_design_page_opens_with_its_model_and_keeps_the_whole_file(design:
     assert whole in page, f"{design.page} does not include the whole of {design.file}"
     assert page.index(model) < page.index(whole), f"{design.page} shows the whole file before the model"
     collapsed = page[:page.index(whole)].rsplit("\n??? ", 1)
-    assert len(collapsed) == 2 and "\n#" not in collapsed[1], f"{design.page}: the whole file is not in a collapsed block"
+    assert len(collapsed) == 2 and "\n#" not in collapsed[1], f"{design.page}: whole file not collapsed"
 
 
 @pytest.mark.parametrize("design", HAND_WRITTEN, ids=lambda design: design.name)
