@@ -29,7 +29,7 @@ from harness import probe
 from harness.catalogue import REPO_ROOT, Design
 
 SERVERS = REPO_ROOT / "servers"
-MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]$", re.M)
+MARKER = re.compile(r"^[ \t]*# --8<-- \[(start|end):([\w-]+)\]$", re.M)  # a section may end inside a class
 
 # Copies of a plumbing name that differ on purpose: name -> {variant: (reason, files)}. Every file
 # carrying the name and not listed here carries the main copy; the copies inside each group are identical.
