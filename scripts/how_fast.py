@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import how_fast, probe, processes, runner  # noqa: E402
+from harness import how_fast, launcher, probe, processes, verify  # noqa: E402
 from harness.catalogue import REPO_ROOT, UnknownNameError, load_catalogue  # noqa: E402
 from harness.environment import describe_machine, utc_now  # noqa: E402
-from harness.records import RESULTS_DIR, write_json_atomic  # noqa: E402
+from harness.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic  # noqa: E402
 from harness.resources import CLOCK_TICKS, GroupSampler  # noqa: E402
 from harness.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.tools.wrk import parse_run  # noqa: E402
@@ -51,7 +51,7 @@ WORK_DIR = REPO_ROOT / "build" / "how-fast"
 
 
 def results_root(quick: bool) -> Path:
-    return runner.SCRATCH_RESULTS_DIR if quick else RESULTS_DIR
+    return SCRATCH_RESULTS_DIR if quick else RESULTS_DIR
 
 
 def step_rows(work_dir: Path) -> list[dict[str, Any]]:
@@ -91,7 +91,7 @@ def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None
     port = processes.free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     if "design" in row:
-        command = runner.server_command(row["design"], port, 0.0, log_dir)
+        command = launcher.server_command(row["design"], port, 0.0, log_dir)
     else:
         command = [part.replace("{port}", str(port)) for part in row["command"]]
     row["server_command"] = processes.pinned(command, pinning["server"])
@@ -101,7 +101,7 @@ def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None
         problems = probe.verify_http(server.host, server.port)
         if problems:
             return {"error": "verification failed: " + "; ".join(problems), "stderr_tail": server.stderr_tail()}
-        runner.prime(server.host, server.port)
+        verify.prime(server.host, server.port)
         settings = {"time_limit": seconds, "keep_alive": True}
         with GroupSampler(server.process.pid) as sampler:
             run = tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings, log_dir / "wrk",
@@ -137,7 +137,7 @@ def command_steps(args: argparse.Namespace) -> int:
                 continue  # it failed once: not measured again
             print(f"[{repetition + 1}/{repeat}] {row['name']} ({row['title']})", file=sys.stderr, flush=True)
             try:
-                run = measure_row(row, seconds, pinning, runner.LOG_DIR / "how-fast" / row["name"] / f"repetition-{repetition}")
+                run = measure_row(row, seconds, pinning, launcher.LOG_DIR / "how-fast" / row["name"] / f"repetition-{repetition}")
             except processes.ServerStartError as error:
                 run = {"error": f"server did not start: {error.args[0].splitlines()[0]}"}
             run["repetition"] = repetition
@@ -203,7 +203,7 @@ def command_profile(args: argparse.Namespace) -> int:
     seconds = args.seconds or PROFILE_SECONDS["quick" if args.quick else "full"]
     pinning = processes.cpu_pinning()
     port = processes.free_port()
-    log_dir = runner.LOG_DIR / "how-fast" / "profile"
+    log_dir = launcher.LOG_DIR / "how-fast" / "profile"
     server_command = [sys.executable, str(how_fast.DESIGN_FILE), "--host", processes.LOOPBACK, "--port", str(port),
                       "--delay", "0"]
     load_command = tool.command(f"http://{processes.LOOPBACK}:{port}/", CONNECTIONS,

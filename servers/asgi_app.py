@@ -30,17 +30,21 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 
 async def app(scope: dict, receive, send) -> None:
-    """Answer GET with BODY after DELAY seconds, anything else with 405."""
+    """Answer GET with BODY (BIG_BODY at /big) after DELAY seconds, anything else with 405."""
     if scope["type"] != "http":
         return  # lifespan and websocket events: nothing to set up, nothing to refuse
     if scope["method"] != "GET":
         status, body, content_type = 405, b"405 Method Not Allowed\n", b"text/plain; charset=utf-8"
     else:
         await asyncio.sleep(DELAY)  # the simulated database call: only this request waits
-        status, body, content_type = 200, BODY, b"text/html; charset=utf-8"
+        if scope["path"] == "/big":
+            status, body, content_type = 200, BIG_BODY, b"text/plain"
+        else:
+            status, body, content_type = 200, BODY, b"text/html; charset=utf-8"
     headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
     if not KEEP_ALIVE:
         # ASGI lets an application ask for the connection to close; uvicorn then

@@ -50,15 +50,43 @@ TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
 
-def upper_case(line: bytes) -> bytes:
-    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
-    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
+# --8<-- [start:model]
+async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
+    """Serve until SIGINT/SIGTERM, then give the open connections SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
 
+    connections: set[EchoProtocol] = set()
+    server = await loop.create_server(lambda: EchoProtocol(delay, connections), host, port, backlog=backlog)
+    host, port = server.sockets[0].getsockname()[:2]
+    print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    sweeper = asyncio.create_task(close_overdue(connections))
+    await stopping.wait()
 
-async def simulated_io(line: bytes, delay: float) -> bytes:
-    """The slow part, as a coroutine: wait `delay` seconds without holding the loop, then upper-case."""
-    await asyncio.sleep(delay)  # a timer inside the loop: other connections run meanwhile
-    return upper_case(line)
+    # Stop accepting in two steps. server.close() alone can land between an accept
+    # and the setting up of its transport, which CPython answers with an
+    # AssertionError and a leaked socket (gh-109564). So: stop reading the
+    # listening socket, give the loop one turn to set up what it has accepted
+    # (each gets its EchoProtocol, which joins `connections`), then close.
+    for listener in server.sockets:
+        loop.remove_reader(listener.fileno())
+    await asyncio.sleep(0)
+    server.close()  # new clients are refused, not left in the backlog
+    if connections:
+        await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)
+    if connections:
+        late = list(connections)
+        for connection in late:
+            connection.transport.abort()  # out of grace: close at once, skip the polite drain
+        # abort() reports connection_lost (which cancels the task) on the loop's next turn.
+        await asyncio.wait([connection.closed for connection in late], timeout=1.0)
+    sweeper.cancel()
+    await asyncio.gather(sweeper, return_exceptions=True)
+    await server.wait_closed()
 
 
 class EchoProtocol(asyncio.Protocol):
@@ -135,6 +163,19 @@ class EchoProtocol(asyncio.Protocol):
         self.closed.set_result(None)
 
 
+async def simulated_io(line: bytes, delay: float) -> bytes:
+    """The slow part, as a coroutine: wait `delay` seconds without holding the loop, then upper-case."""
+    await asyncio.sleep(delay)  # a timer inside the loop: other connections run meanwhile
+    return upper_case(line)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+def upper_case(line: bytes) -> bytes:
+    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
+    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
+
+
 async def close_overdue(connections: set[EchoProtocol]) -> None:
     """Every SWEEP_INTERVAL, close the connections past their deadline (abort if closing did not finish)."""
     loop = asyncio.get_running_loop()
@@ -147,44 +188,7 @@ async def close_overdue(connections: set[EchoProtocol]) -> None:
             else:
                 connection.transport.close()
                 connection.deadline = now + DRAIN_TIMEOUT
-
-
-async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
-    """Serve until SIGINT/SIGTERM, then give the open connections SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
-    connections: set[EchoProtocol] = set()
-    server = await loop.create_server(lambda: EchoProtocol(delay, connections), host, port, backlog=backlog)
-    host, port = server.sockets[0].getsockname()[:2]
-    print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-    sweeper = asyncio.create_task(close_overdue(connections))
-    await stopping.wait()
-
-    # Stop accepting in two steps. server.close() alone can land between an accept
-    # and the setting up of its transport, which CPython answers with an
-    # AssertionError and a leaked socket (gh-109564). So: stop reading the
-    # listening socket, give the loop one turn to set up what it has accepted
-    # (each gets its EchoProtocol, which joins `connections`), then close.
-    for listener in server.sockets:
-        loop.remove_reader(listener.fileno())
-    await asyncio.sleep(0)
-    server.close()  # new clients are refused, not left in the backlog
-    if connections:
-        await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)
-    if connections:
-        late = list(connections)
-        for connection in late:
-            connection.transport.abort()  # out of grace: close at once, skip the polite drain
-        # abort() reports connection_lost (which cancels the task) on the loop's next turn.
-        await asyncio.wait([connection.closed for connection in late], timeout=1.0)
-    sweeper.cancel()
-    await asyncio.gather(sweeper, return_exceptions=True)
-    await server.wait_closed()
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ it would freeze the loop; run_in_executor runs it in a thread of the loop's
 default ThreadPoolExecutor and lets the coroutine await the result.
 Grows from: asyncio_streams.py (asyncio.sleep replaced by time.sleep in a thread pool).
 
-Run:   python servers/asyncio_executor.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/asyncio_executor.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: the default executor has min(32, os.cpu_count() + 4)
@@ -16,8 +16,8 @@ The seventh request waits for a free thread, and with ten clients and a 0.2 s
 delay the last answers come after two delays, not one. The pool, not the
 loop, is now the limit: that is the lesson of this design.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (CLIENT_TIMEOUT for the
-whole head, and again for sending), and clients that send more than we read (we half-close and drain
+(431), malformed request lines (400), silent or trickling clients (HEAD_TIMEOUT for the
+whole head, SEND_TIMEOUT for the whole answer), and clients that send more than we read (we half-close and drain
 instead of resetting).
 """
 
@@ -31,9 +31,11 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
@@ -42,9 +44,73 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
+
+# --8<-- [start:model]
+async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
+    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+
+    handlers: set[asyncio.Task[None]] = set()
+
+    def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.create_task(handle_request(reader, writer, delay, cpu_work))
+        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
+        handler.add_done_callback(handlers.discard)
+
+    server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
+    host, port = server.sockets[0].getsockname()[:2]
+    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    await stopping.wait()
+
+    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+    await server.wait_closed()
+
+
+async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
+                         cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head
+                method, path = parse_request_head(await read_request_head(reader))
+            if method != "GET":
+                raise RequestError(405)
+            # The simulated database call, blocking: in a pool thread, so only this coroutine waits.
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, time.sleep, delay)
+            simulated_cpu_work(cpu_work)  # the simulated computation: on the loop's thread, so every connection waits
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        writer.write(response)
+        async with asyncio.timeout(SEND_TIMEOUT):  # one deadline for the whole answer
+            await writer.drain()  # returns once the socket has taken the bytes
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        writer.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(reader, writer)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -56,9 +122,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes) -> bytes:
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
@@ -70,8 +135,20 @@ def build_response(status: int, body: bytes) -> bytes:
     return head.encode("ascii") + body
 
 
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
@@ -80,7 +157,7 @@ def parse_request_head(head: bytes) -> str:
         name, colon, _ = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii")
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
 
 
 async def read_request_head(reader: asyncio.StreamReader) -> bytes:
@@ -113,69 +190,21 @@ async def close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamW
             pass  # a reset while closing: nothing left to protect
 
 
-async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        try:
-            async with asyncio.timeout(CLIENT_TIMEOUT):
-                method = parse_request_head(await read_request_head(reader))
-            if method != "GET":
-                raise RequestError(405)
-            # The simulated database call, blocking: in a pool thread, so only this coroutine waits.
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(None, time.sleep, delay)
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        writer.write(response)
-        async with asyncio.timeout(CLIENT_TIMEOUT):
-            await writer.drain()  # returns once the socket has taken the bytes
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    except asyncio.CancelledError:
-        writer.close()  # out of grace on stop: close at once, skip the polite drain
-        raise
-    await close_gracefully(reader, writer)
-
-
-async def serve_forever(host: str, port: int, delay: float) -> None:
-    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
-    handlers: set[asyncio.Task[None]] = set()
-
-    def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.create_task(handle_request(reader, writer, delay))
-        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
-        handler.add_done_callback(handlers.discard)
-
-    server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
-    host, port = server.sockets[0].getsockname()[:2]
-    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-    await stopping.wait()
-
-    server.close()  # stop accepting: new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
-    await server.wait_closed()
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
-    asyncio.run(serve_forever(args.host, args.port, args.delay))
+    asyncio.run(serve_forever(args.host, args.port, args.delay, args.work))
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

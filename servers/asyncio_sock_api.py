@@ -8,7 +8,7 @@ protocols: the sockets stay ordinary socket objects in non-blocking mode, and
 the loop only watches their file descriptors for us.
 Grows from: sequential_sockets.py (the same functions, awaited on one event loop).
 
-Run:   python servers/asyncio_sock_api.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/asyncio_sock_api.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -r -l -n 1000 -c 150 http://127.0.0.1:8000/
 
 Known limits, on purpose: one thread for everything, so any call that blocks
@@ -18,8 +18,8 @@ unregister the socket with the selector on each call that has to wait:
 simple, not the fastest way (asyncio_streams.py lets a transport keep the
 registration).
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (CLIENT_TIMEOUT for the
-whole head, and again for sending), and clients that send more than we read
+(431), malformed request lines (400), silent or trickling clients (HEAD_TIMEOUT for the
+whole head, SEND_TIMEOUT for the whole answer), and clients that send more than we read
 (we half-close and drain instead of resetting).
 """
 
@@ -33,9 +33,11 @@ import socket
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
@@ -44,9 +46,74 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
+
+# --8<-- [start:model]
+async def serve_forever(listener: socket.socket, delay: float, cpu_work: int) -> None:
+    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+
+    handlers: set[asyncio.Task[None]] = set()
+    acceptor = asyncio.create_task(accept_forever(listener, delay, cpu_work, handlers))
+    await stopping.wait()
+
+    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
+    await asyncio.gather(acceptor, return_exceptions=True)
+    listener.close()  # new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+
+
+async def accept_forever(listener: socket.socket, delay: float, cpu_work: int,
+                         handlers: set[asyncio.Task[None]]) -> None:
+    """Accept connections and start a task for each; runs until cancelled."""
+    loop = asyncio.get_running_loop()
+    while True:
+        conn, _ = await loop.sock_accept(listener)  # the new socket is already non-blocking
+        handler = asyncio.create_task(handle_request(conn, delay, cpu_work))
+        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
+        handler.add_done_callback(handlers.discard)
+
+
+async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    loop = asyncio.get_running_loop()
+    try:
+        try:
+            async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head
+                method, path = parse_request_head(await read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            await asyncio.sleep(delay)  # the simulated database call: only this task waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        async with asyncio.timeout(SEND_TIMEOUT):  # one deadline for the whole answer
+            await loop.sock_sendall(conn, response)  # returns once the socket has taken every byte
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        conn.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -58,9 +125,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes) -> bytes:
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
@@ -72,8 +138,20 @@ def build_response(status: int, body: bytes) -> bytes:
     return head.encode("ascii") + body
 
 
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
@@ -82,7 +160,7 @@ def parse_request_head(head: bytes) -> str:
         name, colon, _ = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii")
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
 
 
 async def read_request_head(conn: socket.socket) -> bytes:
@@ -103,87 +181,43 @@ async def read_request_head(conn: socket.socket) -> bytes:
 
 
 async def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
     loop = asyncio.get_running_loop()
     try:
         conn.shutdown(socket.SHUT_WR)
-        async with asyncio.timeout(DRAIN_TIMEOUT):
-            while await loop.sock_recv(conn, 65536):
-                pass
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look without taking: the socket never blocks
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:  # unread bytes would make close() send RST: read them first, for a while
+            async with asyncio.timeout(DRAIN_TIMEOUT):
+                while await loop.sock_recv(conn, 65536):
+                    pass
     except OSError:
         pass  # the client is already gone, or DRAIN_TIMEOUT passed (TimeoutError is an OSError)
     finally:
         conn.close()
 
 
-async def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    loop = asyncio.get_running_loop()
-    try:
-        try:
-            async with asyncio.timeout(CLIENT_TIMEOUT):
-                method = parse_request_head(await read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            await asyncio.sleep(delay)  # the simulated database call: only this task waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        async with asyncio.timeout(CLIENT_TIMEOUT):
-            await loop.sock_sendall(conn, response)  # returns once the socket has taken every byte
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    except asyncio.CancelledError:
-        conn.close()  # out of grace on stop: close at once, skip the polite drain
-        raise
-    await close_gracefully(conn)
-
-
-async def accept_forever(listener: socket.socket, delay: float, handlers: set[asyncio.Task[None]]) -> None:
-    """Accept connections and start a task for each; runs until cancelled."""
-    loop = asyncio.get_running_loop()
-    while True:
-        conn, _ = await loop.sock_accept(listener)  # the new socket is already non-blocking
-        handler = asyncio.create_task(handle_request(conn, delay))
-        handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
-        handler.add_done_callback(handlers.discard)
-
-
-async def serve_forever(listener: socket.socket, delay: float) -> None:
-    """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
-    handlers: set[asyncio.Task[None]] = set()
-    acceptor = asyncio.create_task(accept_forever(listener, delay, handlers))
-    await stopping.wait()
-
-    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
-    await asyncio.gather(acceptor, return_exceptions=True)
-    listener.close()  # new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         listener.setblocking(False)  # the loop's sock_* helpers refuse blocking sockets
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        asyncio.run(serve_forever(listener, args.delay))
+        asyncio.run(serve_forever(listener, args.delay, args.work))
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -10,7 +10,7 @@ sleeps and nothing runs in another thread, yet every wait overlaps.
 Grows from: selectors_timer.py (the same loop, on epoll itself, with its timer
 threads replaced by a heap inside the loop).
 
-Run:   python servers/epoll_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/epoll_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Level-triggered, on purpose: epoll reports a socket for as long as it is
@@ -22,8 +22,8 @@ Known limits, on purpose: Linux only (epoll); one thread for everything, so
 any call that blocks freezes every connection; Python work is not spread over
 CPUs.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (a sweep closes
-connections idle for CLIENT_TIMEOUT), partial sends, and clients that send
+(431), malformed request lines (400), silent or trickling clients (a sweep
+closes connections whose head is not in after HEAD_TIMEOUT), partial sends, and clients that send
 more than we read (we half-close and drain instead of resetting).
 """
 
@@ -40,9 +40,11 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # the longest the loop waits in poll(): it looks at the stop flag and deadlines this often
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
@@ -52,221 +54,16 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
-
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class Connection:
-    """What the loop remembers about one client between two events."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.fd = conn.fileno()  # kept: fileno() is -1 once the socket is closed
-        self.received = b""  # the request head so far
-        self.outgoing = b""  # response bytes the socket has not taken yet
-        self.draining = False  # answered and half-closed: only reading leftovers now
-        self.deadline = time.monotonic() + CLIENT_TIMEOUT  # the sweep closes us after this
-
-
-class Loop:
-    """The epoll object, the connections it watches, and the timers: everything the loop owns."""
-
-    def __init__(self, epoll: select.epoll, delay: float) -> None:
-        self.epoll = epoll
-        self.delay = delay
-        self.watched: dict[int, Connection] = {}  # registered with epoll, by file descriptor
-        self.timers: list[tuple[float, int, Connection]] = []  # (due, tie-breaker, connection), a heap
-        self.tie_breaker = itertools.count()  # equal due times never compare two Connections
-
-    def watch(self, connection: Connection, events: int) -> None:
-        """Register a connection with epoll, or change what we wait for on it."""
-        if connection.fd in self.watched:
-            self.epoll.modify(connection.fd, events)
-        else:
-            self.epoll.register(connection.fd, events)
-            self.watched[connection.fd] = connection
-
-    def unwatch(self, connection: Connection) -> None:
-        """Stop watching a connection (it stays open)."""
-        self.epoll.unregister(connection.fd)
-        del self.watched[connection.fd]
-
-    def in_flight(self) -> bool:
-        return bool(self.watched or self.timers)
-
-
-def build_response(status: int, body: bytes) -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
-    request_line, *header_lines = head.split(b"\r\n")
-    match = REQUEST_LINE.fullmatch(request_line)
-    if match is None:
-        raise RequestError(400)
-    for line in header_lines:
-        name, colon, _ = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise RequestError(400)
-    return match.group(1).decode("ascii")
-
-
-def read_request_head(connection: Connection) -> bytes | None:
-    """Add what has arrived to the buffer; return the head once its blank line is in."""
-    chunk = connection.conn.recv(65536)  # never blocks: epoll said there is data (or an EOF)
-    if not chunk:
-        raise ConnectionError("client closed before finishing its request")
-    connection.received += chunk
-    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head if blank_line else None
-
-
-def close_connection(loop: Loop, connection: Connection) -> None:
-    """Forget the connection and close its socket."""
-    if connection.fd in loop.watched:
-        loop.unwatch(connection)
-    connection.conn.close()
-
-
-def close_gracefully(loop: Loop, connection: Connection) -> None:
-    """Half-close, then let the loop drain what the client still sends, so closing sends FIN, not RST."""
-    try:
-        connection.conn.shutdown(socket.SHUT_WR)
-    except OSError:
-        close_connection(loop, connection)  # the client is already gone
-        return
-    connection.draining = True
-    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
-    loop.watch(connection, select.EPOLLIN)
-
-
-def drain(loop: Loop, connection: Connection) -> None:
-    """Read and discard leftovers; close once the client closes too."""
-    try:
-        if connection.conn.recv(65536):
-            return  # discarded; the sweep closes us at the drain deadline
-    except BlockingIOError:
-        return  # nothing after all; wait for the next event
-    except OSError:
-        pass  # the client is already gone
-    close_connection(loop, connection)
-
-
-def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
-    """Queue the answer; epoll tells us when the socket has room for it."""
-    connection.outgoing = response
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
-
-
-def handle_request(loop: Loop, connection: Connection) -> None:
-    """Take what the client sent; once its head is complete, start the call or answer the refusal."""
-    try:
-        head = read_request_head(connection)
-        if head is None:
-            connection.deadline = time.monotonic() + CLIENT_TIMEOUT  # progress: the client is alive
-            return  # the rest of the head comes in a later event
-        method = parse_request_head(head)
-        if method != "GET":
-            raise RequestError(405)
-    except RequestError as error:
-        refusal = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        start_response(loop, connection, refusal)
-        return
-    except BlockingIOError:
-        return  # woken with nothing to read after all; wait for the next event
-    except OSError:
-        close_connection(loop, connection)  # reset or early close: this client is lost
-        return
-    if loop.delay <= 0:
-        start_response(loop, connection, build_response(200, BODY))  # no call to wait for
-        return
-    # The simulated database call: a timer in the heap, not a sleep. The socket
-    # leaves epoll while it waits (the client has nothing to tell us now, and a
-    # client that half-closed would otherwise be reported readable on every turn).
-    loop.unwatch(connection)
-    heapq.heappush(loop.timers, (time.monotonic() + loop.delay, next(loop.tie_breaker), connection))
-
-
-def fire_due_timers(loop: Loop) -> None:
-    """The calls that are over: answer their clients."""
-    now = time.monotonic()
-    while loop.timers and loop.timers[0][0] <= now:
-        _, _, connection = heapq.heappop(loop.timers)
-        start_response(loop, connection, build_response(200, BODY))
-
-
-def send_response(loop: Loop, connection: Connection) -> None:
-    """Send as much of the answer as the socket takes; half-close after the last byte."""
-    try:
-        sent = connection.conn.send(connection.outgoing)  # may take only part of it
-    except BlockingIOError:
-        return  # no room after all; wait for the next event
-    except OSError:
-        close_connection(loop, connection)  # reset: this client is lost
-        return
-    connection.outgoing = connection.outgoing[sent:]
-    connection.deadline = time.monotonic() + CLIENT_TIMEOUT
-    if not connection.outgoing:
-        close_gracefully(loop, connection)
-
-
-def accept_connections(loop: Loop, listener: socket.socket) -> None:
-    """Accept every client waiting in the backlog and watch each for its request."""
-    while True:
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
-            return  # the backlog is empty
-        except OSError:
-            return  # a client gave up before we got to it; epoll reports the rest next turn
-        conn.setblocking(False)  # from now on, no call on this socket may wait
-        loop.watch(Connection(conn), select.EPOLLIN)
-
-
-def close_idle(loop: Loop) -> None:
-    """Close connections past their deadline: silent clients and finished drains."""
-    now = time.monotonic()
-    for connection in list(loop.watched.values()):
-        if connection.deadline < now:
-            close_connection(loop, connection)
-
-
-def poll_timeout(loop: Loop) -> float:
-    """Wait until the first timer is due, but never longer than POLL_INTERVAL."""
-    if not loop.timers:
-        return POLL_INTERVAL
-    return max(0.0, min(POLL_INTERVAL, loop.timers[0][0] - time.monotonic()))
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Run the event loop until asked to stop and the connections in flight are done."""
     listener.setblocking(False)
     listener_fd = listener.fileno()
     with select.epoll() as epoll:
-        loop = Loop(epoll, delay)
+        loop = Loop(epoll, delay, cpu_work)
         epoll.register(listener_fd, select.EPOLLIN)
         stop_deadline = None
         while True:
@@ -300,11 +97,250 @@ def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -
             connection.conn.close()
 
 
+class Connection:
+    """What the loop remembers about one client between two events."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.fd = conn.fileno()  # kept: fileno() is -1 once the socket is closed
+        self.received = b""  # the request head so far
+        self.path = "/"  # what the request asked for, kept while its call is in the heap
+        self.outgoing = memoryview(b"")  # response bytes the socket has not taken yet (sliced without copying)
+        self.draining = False  # answered and half-closed: only reading leftovers now
+        self.deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head; the sweep closes us after it
+
+
+class Loop:
+    """The epoll object, the connections it watches, and the timers: everything the loop owns."""
+
+    def __init__(self, epoll: select.epoll, delay: float, cpu_work: int) -> None:
+        self.epoll = epoll
+        self.delay = delay
+        self.cpu_work = cpu_work
+        self.watched: dict[int, Connection] = {}  # registered with epoll, by file descriptor
+        self.timers: list[tuple[float, int, Connection]] = []  # (due, tie-breaker, connection), a heap
+        self.tie_breaker = itertools.count()  # equal due times never compare two Connections
+
+    def watch(self, connection: Connection, events: int) -> None:
+        """Register a connection with epoll, or change what we wait for on it."""
+        if connection.fd in self.watched:
+            self.epoll.modify(connection.fd, events)
+        else:
+            self.epoll.register(connection.fd, events)
+            self.watched[connection.fd] = connection
+
+    def unwatch(self, connection: Connection) -> None:
+        """Stop watching a connection (it stays open)."""
+        self.epoll.unregister(connection.fd)
+        del self.watched[connection.fd]
+
+    def in_flight(self) -> bool:
+        return bool(self.watched or self.timers)
+
+
+def accept_connections(loop: Loop, listener: socket.socket) -> None:
+    """Accept every client waiting in the backlog and watch each for its request."""
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except BlockingIOError:
+            return  # the backlog is empty
+        except OSError:
+            return  # a client gave up before we got to it; epoll reports the rest next turn
+        conn.setblocking(False)  # from now on, no call on this socket may wait
+        loop.watch(Connection(conn), select.EPOLLIN)
+
+
+def handle_request(loop: Loop, connection: Connection) -> None:
+    """Take what the client sent; once its head is complete, start the call or answer the refusal."""
+    try:
+        head = read_request_head(connection)
+        if head is None:
+            return  # the rest of the head comes in a later event, before the same deadline
+        method, connection.path = parse_request_head(head)
+        if method != "GET":
+            raise RequestError(405)
+    except RequestError as error:
+        refusal = build_refusal(error.status)
+        start_response(loop, connection, refusal)
+        return
+    except BlockingIOError:
+        return  # woken with nothing to read after all; wait for the next event
+    except OSError:
+        close_connection(loop, connection)  # reset or early close: this client is lost
+        return
+    if loop.delay <= 0:
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))  # no call to wait for
+        return
+    # The simulated database call: a timer in the heap, not a sleep. The socket
+    # leaves epoll while it waits (the client has nothing to tell us now, and a
+    # client that half-closed would otherwise be reported readable on every turn).
+    loop.unwatch(connection)
+    heapq.heappush(loop.timers, (time.monotonic() + loop.delay, next(loop.tie_breaker), connection))
+
+
+def fire_due_timers(loop: Loop) -> None:
+    """The calls that are over: answer their clients."""
+    now = time.monotonic()
+    while loop.timers and loop.timers[0][0] <= now:
+        _, _, connection = heapq.heappop(loop.timers)
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))
+
+
+def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
+    """Queue the answer; epoll tells us when the socket has room for it."""
+    connection.outgoing = memoryview(response)
+    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
+    loop.watch(connection, select.EPOLLOUT)  # level-triggered: reported at once if there is room now
+
+
+def send_response(loop: Loop, connection: Connection) -> None:
+    """Send as much of the answer as the socket takes; half-close after the last byte."""
+    try:
+        sent = connection.conn.send(connection.outgoing)  # may take only part of it
+    except BlockingIOError:
+        return  # no room after all; wait for the next event
+    except OSError:
+        close_connection(loop, connection)  # reset: this client is lost
+        return
+    connection.outgoing = connection.outgoing[sent:]
+    if not connection.outgoing:
+        close_gracefully(loop, connection)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
+
+
+def read_request_head(connection: Connection) -> bytes | None:
+    """Add what has arrived to the buffer; return the head once its blank line is in."""
+    chunk = connection.conn.recv(65536)  # never blocks: epoll said there is data (or an EOF)
+    if not chunk:
+        raise ConnectionError("client closed before finishing its request")
+    connection.received += chunk
+    head, blank_line, _ = connection.received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head if blank_line else None
+
+
+def close_gracefully(loop: Loop, connection: Connection) -> None:
+    """Half-close; drain only if the client sent more than we read, so closing sends FIN, not RST."""
+    try:
+        connection.conn.shutdown(socket.SHUT_WR)
+        unread = connection.conn.recv(1, socket.MSG_PEEK)  # look without taking: the socket never blocks
+    except BlockingIOError:
+        unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+    except OSError:
+        close_connection(loop, connection)  # the client is already gone
+        return
+    if not unread:
+        # Nothing left unread, so closing sends FIN: no need to spend a round trip waiting for the client's.
+        close_connection(loop, connection)
+        return
+    connection.draining = True  # unread bytes would make close() send RST: read them first, for a while
+    connection.deadline = time.monotonic() + DRAIN_TIMEOUT
+    loop.watch(connection, select.EPOLLIN)
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def close_connection(loop: Loop, connection: Connection) -> None:
+    """Forget the connection and close its socket."""
+    if connection.fd in loop.watched:
+        loop.unwatch(connection)
+    connection.conn.close()
+
+
+def drain(loop: Loop, connection: Connection) -> None:
+    """Read and discard leftovers; close once the client closes too."""
+    try:
+        if connection.conn.recv(65536):
+            return  # discarded; the sweep closes us at the drain deadline
+    except BlockingIOError:
+        return  # nothing after all; wait for the next event
+    except OSError:
+        pass  # the client is already gone
+    close_connection(loop, connection)
+
+
+def close_idle(loop: Loop) -> None:
+    """Close connections past their deadline: silent clients and finished drains."""
+    now = time.monotonic()
+    for connection in list(loop.watched.values()):
+        if connection.deadline < now:
+            close_connection(loop, connection)
+
+
+def poll_timeout(loop: Loop) -> float:
+    """Wait until the first timer is due, but never longer than POLL_INTERVAL."""
+    if not loop.timers:
+        return POLL_INTERVAL
+    return max(0.0, min(POLL_INTERVAL, loop.timers[0][0] - time.monotonic()))
+# --8<-- [end:plumbing]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -318,7 +354,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     # The requests in flight finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -8,7 +8,7 @@ between accepts collects the children that have exited, so none lingers as a
 zombie. While one child sleeps, the others run and the parent accepts.
 Grows from: sequential_sockets.py (the same handle_request, run in a child).
 
-Run:   python servers/fork_per_connection.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/fork_per_connection.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: one process per client, and nothing caps how many
@@ -16,7 +16,8 @@ run at once, so a flood of slow clients means a flood of processes. On stop,
 children still running after SHUTDOWN_GRACE are killed. Unix only: os.fork
 does not exist on Windows.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (timeout), clients that
+(431), malformed request lines (400), silent or trickling
+clients (HEAD_TIMEOUT for the whole head), clients that
 send more than we read (we half-close and drain instead of resetting), and
 children that would otherwise stay zombies or run the parent's code.
 """
@@ -34,9 +35,11 @@ from typing import NoReturn
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
@@ -47,8 +50,75 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept connections and answer each in a child process until asked to stop."""
+    children: set[int] = set()  # pids not yet reaped; only this loop touches the set
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        # Reaped here, not in a SIGCHLD handler, which could run between fork()
+        # and children.add(pid) below: only this loop ever changes the set.
+        reap_children(children)
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            handle_in_child(listener, conn, delay, cpu_work)  # never returns
+        children.add(pid)
+        # The parent's copy of the connection: only the child talks on it. Left
+        # open, it would live until the next accept rebinds `conn`, and the next
+        # child would inherit it.
+        conn.close()
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    stop_children(children)
+
+
+def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float, cpu_work: int) -> NoReturn:
+    """Run in the forked child: answer the one connection, then leave at once."""
+    status = 1
+    try:
+        listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
+        handle_request(conn, delay, cpu_work)
+        status = 0
+    except BaseException:
+        traceback.print_exc()  # a bug: say so, since os._exit skips the usual report
+    finally:
+        # os._exit, not sys.exit: the child must never return into the parent's
+        # accept loop, and skipping the interpreter's shutdown (which would touch,
+        # and so copy, most of the memory it shares with the parent) keeps it cheap.
+        os._exit(status)
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            method, path = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this process waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each child has its own GIL
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
 REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
@@ -60,9 +130,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes) -> bytes:
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
@@ -74,8 +143,20 @@ def build_response(status: int, body: bytes) -> bytes:
     return head.encode("ascii") + body
 
 
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
@@ -84,15 +165,20 @@ def parse_request_head(head: bytes) -> str:
         name, colon, _ = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii")
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
 
 
 def read_request_head(conn: socket.socket) -> bytes:
-    """Read until the blank line that ends the head, however the bytes arrive."""
+    """Read until the blank line that ends the head, however the bytes arrive, within HEAD_TIMEOUT."""
+    deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head, not one per recv
     received = b""
     while b"\r\n\r\n" not in received:
         if len(received) > MAX_HEAD_BYTES:
             raise RequestError(431)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+        conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
         chunk = conn.recv(65536)
         if not chunk:
             raise ConnectionError("client closed before finishing its request")
@@ -104,52 +190,31 @@ def read_request_head(conn: socket.socket) -> bytes:
 
 
 def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
     try:
         conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
     except OSError:
         pass  # the client is already gone; nothing left to protect
     finally:
         conn.close()
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this process waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float) -> NoReturn:
-    """Run in the forked child: answer the one connection, then leave at once."""
-    status = 1
-    try:
-        listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
-        handle_request(conn, delay)
-        status = 0
-    except BaseException:
-        traceback.print_exc()  # a bug: say so, since os._exit skips the usual report
-    finally:
-        # os._exit, not sys.exit: the child must never return into the parent's
-        # accept loop, and skipping the interpreter's shutdown (which would touch,
-        # and so copy, most of the memory it shares with the parent) keeps it cheap.
-        os._exit(status)
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
 
 
 def reap_children(children: set[int]) -> None:
@@ -175,37 +240,15 @@ def stop_children(children: set[int]) -> None:
         os.kill(pid, signal.SIGKILL)  # out of grace; the pid is still ours: it has not been reaped
     for pid in children:
         os.waitpid(pid, 0)
-
-
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Accept connections and answer each in a child process until asked to stop."""
-    children: set[int] = set()  # pids not yet reaped; only this loop touches the set
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        # Reaped here, not in a SIGCHLD handler, which could run between fork()
-        # and children.add(pid) below: only this loop ever changes the set.
-        reap_children(children)
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        pid = os.fork()
-        if pid == 0:
-            handle_in_child(listener, conn, delay)  # never returns
-        children.add(pid)
-        # The parent's copy of the connection: only the child talks on it. Left
-        # open, it would live until the next accept rebinds `conn`, and the next
-        # child would inherit it.
-        conn.close()
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    stop_children(children)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -219,7 +262,7 @@ def main() -> None:
     with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     # The children finished (or ran out of grace) inside serve_forever.
     print("Stopped", flush=True)
 

@@ -38,9 +38,18 @@ MAX_LINE_BYTES = 64 * 1024  # a longer line gets TOO_LONG instead of its echo
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 
 
-def upper_case(line: bytes) -> bytes:
-    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
-    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
+# --8<-- [start:model]
+async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
+    """Serve until SIGINT/SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    server = await loop.create_server(lambda: EchoProtocol(delay), host, port, backlog=backlog)
+    host, port = server.sockets[0].getsockname()[:2]
+    print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    await stopping.wait()
+    server.close()
 
 
 class EchoProtocol(asyncio.Protocol):
@@ -84,19 +93,14 @@ class EchoProtocol(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.client_done = True
         return self.received is None and not self.answered  # True keeps a half-closed client until answered
+# --8<-- [end:model]
 
 
-async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
-    """Serve until SIGINT/SIGTERM."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-    server = await loop.create_server(lambda: EchoProtocol(delay), host, port, backlog=backlog)
-    host, port = server.sockets[0].getsockname()[:2]
-    print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-    await stopping.wait()
-    server.close()
+# --8<-- [start:plumbing]
+def upper_case(line: bytes) -> bytes:
+    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
+    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ costs. It is NOT a design to copy: asyncio_sock_api.py is the same loop done
 properly.
 Grows from: naive_blocking_accept_loop.py (the same handler, awaited on one event loop).
 
-Run:   python servers/naive_asyncio_sock_api.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/naive_asyncio_sock_api.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -r -l -n 1000 -c 150 http://127.0.0.1:8000/
 
 Naive on purpose, and what breaks (each one proved by tests/test_async101_naive.py):
@@ -38,6 +38,7 @@ import socket
 HOST = "127.0.0.1"  # loopback only, even here: the article's 0.0.0.0 is not the lesson
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
 <html>
@@ -47,26 +48,8 @@ BODY = b"""<!doctype html>
 """
 
 
-async def handle_request(conn: socket.socket, delay: float) -> None:
-    """Answer one connection from a single read, then close it (naively)."""
-    loop = asyncio.get_running_loop()
-    try:
-        request = await loop.sock_recv(conn, 1024)  # NAIVE: one read, as if the whole request always came at once
-        request_line = request.split(b"\r\n")[0]
-        tokens = request_line.split()
-        if len(tokens) == 3 and tokens[0] == b"GET":
-            await asyncio.sleep(delay)  # the simulated database call: only this task waits
-            await loop.sock_sendall(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")  # NAIVE: no length
-            await loop.sock_sendall(conn, BODY)
-        else:
-            await loop.sock_sendall(conn, b"HTTP/1.1 400 Bad Request\n\n")  # NAIVE: bare newlines, 400 for non-GET
-    except OSError:
-        pass  # the client is gone; the loop goes on
-    finally:
-        conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
-
-
-async def serve_forever(host: str, port: int, delay: float) -> None:
+# --8<-- [start:model]
+async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
     """Accept until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -81,7 +64,7 @@ async def serve_forever(host: str, port: int, delay: float) -> None:
     async def accept_forever() -> None:
         while True:
             conn, _ = await loop.sock_accept(listener)
-            handler = loop.create_task(handle_request(conn, delay))
+            handler = loop.create_task(handle_request(conn, delay, cpu_work))
             handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
             handler.add_done_callback(handlers.discard)
 
@@ -100,14 +83,43 @@ async def serve_forever(host: str, port: int, delay: float) -> None:
         await asyncio.gather(*late, return_exceptions=True)
 
 
+async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection from a single read, then close it (naively)."""
+    loop = asyncio.get_running_loop()
+    try:
+        request = await loop.sock_recv(conn, 1024)  # NAIVE: one read, as if the whole request always came at once
+        request_line = request.split(b"\r\n")[0]
+        tokens = request_line.split()
+        if len(tokens) == 3 and tokens[0] == b"GET":
+            await asyncio.sleep(delay)  # the simulated database call: only this task waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: every task waits
+            await loop.sock_sendall(conn, b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")  # NAIVE: no length
+            await loop.sock_sendall(conn, BODY)
+        else:
+            await loop.sock_sendall(conn, b"HTTP/1.1 400 Bad Request\n\n")  # NAIVE: bare newlines, 400 for non-GET
+    except OSError:
+        pass  # the client is gone; the loop goes on
+    finally:
+        conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
-    asyncio.run(serve_forever(args.host, args.port, args.delay))
+    asyncio.run(serve_forever(args.host, args.port, args.delay, args.work))
     print("Stopped", flush=True)
 
 

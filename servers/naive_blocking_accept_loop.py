@@ -7,7 +7,7 @@ so tests/test_async101_naive.py can show what it costs. It is NOT a design to co
 sequential_sockets.py is the same loop done properly.
 Grows from: sequential_sockets.py (the same loop, with its protocol care taken out).
 
-Run:   python servers/naive_blocking_accept_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/naive_blocking_accept_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -r -l -n 1000 -c 150 http://127.0.0.1:8000/
 
 Naive on purpose, and what breaks (each one proved by tests/test_async101_naive.py):
@@ -38,6 +38,7 @@ import time
 HOST = "127.0.0.1"  # loopback only, even here: the article's 0.0.0.0 is not the lesson
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
 BODY = b"""<!doctype html>
 <html>
@@ -47,7 +48,19 @@ BODY = b"""<!doctype html>
 """
 
 
-def handle_request(conn: socket.socket, delay: float) -> None:
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept and answer connections one by one until asked to stop."""
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handle_request(conn, delay, cpu_work)  # the next client waits until this returns
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection from a single read, then close it (naively)."""
     try:
         request = conn.recv(1024)  # NAIVE: one read, as if the whole request always came at once
@@ -55,6 +68,7 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         tokens = request_line.split()
         if len(tokens) == 3 and tokens[0] == b"GET":
             time.sleep(delay)  # the simulated database call
+            simulated_cpu_work(cpu_work)  # the simulated computation
             conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")  # NAIVE: no Content-Length
             conn.send(BODY)  # NAIVE: send(), not sendall(): fine only while the body is small
         else:
@@ -63,24 +77,22 @@ def handle_request(conn: socket.socket, delay: float) -> None:
         pass  # the client is gone; the loop goes on
     finally:
         conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
+# --8<-- [end:model]
 
 
-def serve_forever(listener: socket.socket, delay: float, stopping: list[bool]) -> None:
-    """Accept and answer connections one by one until asked to stop."""
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        handle_request(conn, delay)  # the next client waits until this returns
+# --8<-- [start:plumbing]
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -96,7 +108,7 @@ def main() -> None:
         listener.listen()  # the article's default backlog: Python picks min(SOMAXCONN, 128)
         host, port = listener.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
-        serve_forever(listener, args.delay, stopping)
+        serve_forever(listener, args.delay, args.work, stopping)
     print("Stopped", flush=True)
 
 

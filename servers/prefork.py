@@ -20,7 +20,8 @@ A worker that dies is restarted, but at most as many times a minute as there
 are workers: a worker that crashes at once, again and again, would otherwise
 be forked forever; past the limit the parent stops everything and exits 1.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients (timeout), clients that
+(431), malformed request lines (400), silent or trickling
+clients (HEAD_TIMEOUT for the whole head), clients that
 send more than we read (we half-close and drain instead of resetting), and
 workers left behind by a parent that was killed (they notice and exit).
 """
@@ -34,6 +35,7 @@ import socket
 import sys
 import time
 import traceback
+from typing import NoReturn
 
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
@@ -41,7 +43,8 @@ DELAY = 0.1  # seconds of simulated database call per request
 WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop (and the parent) looks at the stop flag
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
@@ -53,126 +56,75 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+# --8<-- [start:model]
+def start_workers(listener: socket.socket, delay: float, cpu_work: int, count: int) -> set[int]:
+    """Fork `count` workers; every one of them accepts on the same listening socket."""
+    return {start_worker(listener, delay, cpu_work) for _ in range(count)}
 
 
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-def build_response(status: int, body: bytes) -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
-    head = (
-        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
-        f"Content-Type: {content_type}\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
-        "\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
-    request_line, *header_lines = head.split(b"\r\n")
-    match = REQUEST_LINE.fullmatch(request_line)
-    if match is None:
-        raise RequestError(400)
-    for line in header_lines:
-        name, colon, _ = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            raise RequestError(400)
-    return match.group(1).decode("ascii")
-
-
-def read_request_head(conn: socket.socket) -> bytes:
-    """Read until the blank line that ends the head, however the bytes arrive."""
-    received = b""
-    while b"\r\n\r\n" not in received:
-        if len(received) > MAX_HEAD_BYTES:
-            raise RequestError(431)
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ConnectionError("client closed before finishing its request")
-        received += chunk
-    head, _, _ = received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head
-
-
-def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
-    try:
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
-    except OSError:
-        pass  # the client is already gone; nothing left to protect
-    finally:
-        conn.close()
-
-
-def simulated_cpu_work(iterations: int) -> int:
-    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
-    return sum(number * number % 7 for number in range(iterations))
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        conn.settimeout(CLIENT_TIMEOUT)
-        try:
-            method = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
+def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
+    """Fork one worker; return its process id (in the parent). The worker never returns."""
+    parent = os.getpid()
+    pid = fork_holding_stop_signals()  # os.fork(), with care (see the supervision section)
+    if pid:
+        return pid  # in the parent: back to supervising
+    run_worker(listener, delay, cpu_work, parent)  # in the child: serve until stopped, then exit
 
 
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
                   parent: int) -> None:
     """In a worker: accept and answer connections one by one until asked to stop."""
     listener.settimeout(POLL_INTERVAL)
-    while not stopping and os.getppid() == parent:  # a new parent id means ours died: stop too
+    while not stopping and not orphaned(parent):  # a worker whose parent died stops too
         try:
-            conn, _ = listener.accept()  # every idle worker waits here; the kernel wakes one per client
+            # Every idle worker waits here. With a timeout, accept() waits in poll(),
+            # and a new client wakes every waiting worker; one of them gets it.
+            conn, _ = listener.accept()
         except TimeoutError:
             continue
         handle_request(conn, delay, cpu_work)  # this worker's next client waits; the other workers do not
 
 
-def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
-    """Fork one worker; return its process id (in the parent)."""
-    parent = os.getpid()
-    # Hold SIGINT/SIGTERM back across the fork: a stop signal that reached the
-    # child before it set its own handler would run the parent's copy and be lost.
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            method, path = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this worker waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:supervision]
+def fork_holding_stop_signals() -> int:
+    """os.fork() with SIGINT/SIGTERM held back across it; the child releases them in run_worker."""
+    # A stop signal that reached the child before it set its own handler would
+    # run the parent's copy of the handler and be lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        return pid
-    # In the child from here on: it never returns into the parent's code.
+    return pid
+
+
+def run_worker(listener: socket.socket, delay: float, cpu_work: int, parent: int) -> NoReturn:
+    """In a new worker: set the stop handler, serve, then leave at once, never into the parent's code."""
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
 
     def request_stop(signum: int, frame: object) -> None:
@@ -189,6 +141,34 @@ def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
         traceback.print_exc()  # os._exit below would otherwise swallow it; the parent restarts us
     finally:
         os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
+
+
+def orphaned(parent: int) -> bool:
+    """Whether the parent has died: an orphan is adopted by another process, so its parent id changes."""
+    return os.getppid() != parent
+
+
+def supervise(listener: socket.socket, delay: float, cpu_work: int, count: int, stopping: list[bool]) -> int:
+    """In the parent: keep `count` workers running until asked to stop; return the exit code."""
+    workers = start_workers(listener, delay, cpu_work, count)
+    restarts: list[float] = []  # when recent restarts happened
+    exit_code = 0
+    while not stopping:
+        time.sleep(POLL_INTERVAL)  # the parent has nothing else to do
+        if stopping:
+            break  # workers exiting now are stopping too (Ctrl-C reaches them all): no restarts
+        for pid, code in reap(workers):
+            now = time.monotonic()
+            restarts = [moment for moment in restarts if now - moment < RESTART_WINDOW] + [now]
+            if len(restarts) > count:
+                print(f"worker {pid} exited with {code}; too many restarts, stopping", file=sys.stderr, flush=True)
+                stopping.append(True)
+                exit_code = 1
+                break
+            print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
+            workers.add(start_worker(listener, delay, cpu_work))
+    stop_workers(workers)
+    return exit_code
 
 
 def reap(workers: set[int]) -> list[tuple[int, int]]:
@@ -225,36 +205,117 @@ def stop_workers(workers: set[int]) -> None:
     for pid in list(workers):
         os.waitpid(pid, 0)  # no zombies left behind
     workers.clear()
+# --8<-- [end:supervision]
 
 
-def supervise(listener: socket.socket, delay: float, cpu_work: int, count: int, stopping: list[bool]) -> int:
-    """In the parent: keep `count` workers running until asked to stop; return the exit code."""
-    workers = {start_worker(listener, delay, cpu_work) for _ in range(count)}
-    restarts: list[float] = []  # when recent restarts happened
-    exit_code = 0
-    while not stopping:
-        time.sleep(POLL_INTERVAL)  # the parent has nothing else to do
-        if stopping:
-            break  # workers exiting now are stopping too (Ctrl-C reaches them all): no restarts
-        for pid, code in reap(workers):
-            now = time.monotonic()
-            restarts = [moment for moment in restarts if now - moment < RESTART_WINDOW] + [now]
-            if len(restarts) > count:
-                print(f"worker {pid} exited with {code}; too many restarts, stopping", file=sys.stderr, flush=True)
-                stopping.append(True)
-                exit_code = 1
-                break
-            print(f"worker {pid} exited with {code}; starting another", file=sys.stderr, flush=True)
-            workers.add(start_worker(listener, delay, cpu_work))
-    stop_workers(workers)
-    return exit_code
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive, within HEAD_TIMEOUT."""
+    deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head, not one per recv
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+        conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes (default: one per CPU)")
     args = parser.parse_args()

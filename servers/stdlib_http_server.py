@@ -6,7 +6,7 @@ database call in do_GET, answers and closes; only then is the next accepted.
 Grows from: nothing; this is the starting point. sequential_sockets.py does the
 same job without the library.
 
-Run:   python servers/stdlib_http_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1]
+Run:   python servers/stdlib_http_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: while one client waits out its delay, every other
@@ -20,7 +20,6 @@ without a version ("GET /", old HTTP/0.9), which the library would answer.
 
 import argparse
 import http.server
-import io
 import signal
 import socket
 import sys
@@ -30,9 +29,11 @@ import time
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
 BODY = b"""<!doctype html>
@@ -41,57 +42,45 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No REASONS or REQUEST_LINE here: the library keeps its own table of reasons
 # and its own request-line parser.
 
 
-class RequestError(Exception):
-    """A request we refuse; carries the status code to answer with."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class HeadLimitedReader:
-    """Wrap the handler's rfile so the whole request head, not each line, is capped.
-
-    http.server only limits each line (64 KiB) and the number of headers (100),
-    so 100 lines of 60 KiB would still be read. Counting every byte readline
-    returns gives the same cap as the other designs: the head, without the
-    blank line that ends it, may be at most MAX_HEAD_BYTES.
-    """
-
-    def __init__(self, raw: io.BufferedIOBase) -> None:
-        self.raw = raw
-        # The lines read include the head's last CRLF and the blank line's CRLF.
-        self.remaining = MAX_HEAD_BYTES + 4
-
-    def readline(self, limit: int = -1) -> bytes:
-        # Never ask for more than one byte past the budget, so nothing is over-read.
-        size = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
-        line = self.raw.readline(size)
-        self.remaining -= len(line)
-        if self.remaining < 0:
-            raise RequestError(431)
-        return line
-
-    def close(self) -> None:
-        self.raw.close()
+# --8<-- [start:model]
+def serve_forever(httpd: "Server", stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then let it finish."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler.
+    accept_loop = threading.Thread(target=httpd.serve_forever, args=(POLL_INTERVAL,))
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    httpd.shutdown()  # returns once the loop has finished the request in flight
+    accept_loop.join()
 
 
-def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
-    try:
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
-    except OSError:
-        pass  # the client is already gone; nothing left to protect
-    finally:
-        conn.close()
+class Server(http.server.HTTPServer):
+    """HTTPServer with our backlog, our close and our delay."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog
+
+    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+        self.cpu_work = cpu_work
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
 class RequestHandler(http.server.BaseHTTPRequestHandler):
@@ -103,12 +92,13 @@ class RequestHandler(http.server.BaseHTTPRequestHandler):
     # The library's default, HTTP/0.9, would send our 400 for a malformed
     # request line as a bare page without a status line.
     default_request_version = "HTTP/1.0"
-    timeout = CLIENT_TIMEOUT  # the library applies it to the socket in setup()
+    timeout = SEND_TIMEOUT  # applied in setup(); reads wait only for what is left of HEAD_TIMEOUT
     server: "Server"
 
     def setup(self) -> None:
         super().setup()
-        self.rfile = HeadLimitedReader(self.rfile)  # type: ignore[assignment]
+        self.rfile.close()  # the library's buffered reader: ours reads the socket itself
+        self.rfile = HeadLimitedReader(self.connection)  # type: ignore[assignment]
 
     def parse_request(self) -> bool:
         try:
@@ -127,58 +117,109 @@ class RequestHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
+        simulated_cpu_work(self.server.cpu_work)  # the simulated computation: nothing else runs meanwhile either
+        body, content_type = (BIG_BODY, "text/plain") if self.path == "/big" else (BODY, "text/html; charset=utf-8")
         self.send_response(200)  # also sends Date (and Server)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
         self.send_header("Connection", "close")  # also tells the library to close afterwards
         self.end_headers()
-        self.wfile.write(BODY)
+        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         # Silent on purpose: the library prints a line per request (and per
         # error) to stderr, which under load costs more than the answer itself.
         pass
+# --8<-- [end:model]
 
 
-class Server(http.server.HTTPServer):
-    """HTTPServer with our backlog, our close and our delay."""
+# --8<-- [start:plumbing]
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
 
-    request_queue_size = BACKLOG  # the library's listen() backlog
-
-    def __init__(self, address: tuple[str, int], delay: float) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
 
 
-def serve_forever(httpd: Server, stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then let it finish."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler.
-    accept_loop = threading.Thread(target=httpd.serve_forever, args=(POLL_INTERVAL,))
-    accept_loop.start()
-    while not stopping:
-        time.sleep(POLL_INTERVAL)
-    httpd.shutdown()  # returns once the loop has finished the request in flight
-    accept_loop.join()
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+class HeadLimitedReader:
+    """The handler's rfile: the whole request head, not each line, is capped and bounded by one deadline.
+
+    http.server only limits each line (64 KiB) and the number of headers (100),
+    so 100 lines of 60 KiB would still be read; and its socket timeout applies to
+    each read, so a client trickling a byte at a time would never time out. This
+    reader counts every byte readline returns (the head, without the blank line
+    that ends it, may be at most MAX_HEAD_BYTES, as in the other designs) and
+    lets every recv wait only for what is left of HEAD_TIMEOUT.
+    """
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.buffered = b""  # received, not yet returned
+        # The lines read include the head's last CRLF and the blank line's CRLF.
+        self.remaining = MAX_HEAD_BYTES + 4
+        self.deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head
+
+    def readline(self, limit: int = -1) -> bytes:
+        # Never return more than one byte past the budget, so nothing is over-counted.
+        size = self.remaining + 1 if limit < 0 else min(limit, self.remaining + 1)
+        while self.buffered.find(b"\n", 0, size) < 0 and len(self.buffered) < size:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+            self.conn.settimeout(left)
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                break  # the client closed: return what there is, as a file would
+            self.buffered += chunk
+        self.conn.settimeout(SEND_TIMEOUT)  # what the library sends next is our answer
+        newline = self.buffered.find(b"\n", 0, size)
+        end = newline + 1 if newline >= 0 else min(size, len(self.buffered))
+        line, self.buffered = self.buffered[:end], self.buffered[end:]
+        self.remaining -= len(line)
+        if self.remaining < 0:
+            raise RequestError(431)
+        return line
+
+    def close(self) -> None:
+        pass  # the socket is the server's to close (close_gracefully)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -191,7 +232,7 @@ def main() -> None:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
 
-    with Server((args.host, args.port), args.delay) as httpd:
+    with Server((args.host, args.port), args.delay, args.work) as httpd:
         host, port = httpd.socket.getsockname()[:2]
         print(f"Serving on http://{host}:{port}/ (delay {args.delay} s); Ctrl-C stops", flush=True)
         serve_forever(httpd, stopping)

@@ -214,12 +214,16 @@ def simulated_cpu_work(iterations: int) -> int:
 
 
 def main() -> None:
+    global KEEP_ALIVE_TIMEOUT  # the handlers read the module's constant; --keep-alive-timeout replaces it
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
     parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
+    parser.add_argument("--keep-alive-timeout", type=float, default=KEEP_ALIVE_TIMEOUT,
+                        help="seconds an idle connection is kept open between two requests")
     args = parser.parse_args()
+    KEEP_ALIVE_TIMEOUT = args.keep_alive_timeout
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
 

@@ -48,46 +48,21 @@ SHUTDOWN_GRACE = 5.0  # on stop, how long replies in flight may take to finish
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 
 
-def upper_case(line: bytes) -> bytes:
-    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
-    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
-
-
-def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
-    try:
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
-    except OSError:
-        pass  # the client is already gone; nothing left to protect
-    finally:
-        conn.close()
-
-
-class RequestHandler(socketserver.StreamRequestHandler):
-    """Answer one connection's line; the server closes the connection afterwards."""
-
-    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
-    server: "Server"
-
-    def handle(self) -> None:
-        try:
-            # readline waits for a newline however the bytes arrive, and stops
-            # one byte past the cap: that extra byte is how we know a line is too long.
-            line = self.rfile.readline(MAX_LINE_BYTES + 1)
-            if len(line) > MAX_LINE_BYTES:
-                reply = TOO_LONG
-            elif not line.endswith(b"\n"):
-                return  # the client closed before its newline: nothing to answer
-            else:
-                time.sleep(self.server.delay)  # the simulated I/O: only this thread waits
-                reply = upper_case(line)
-            self.wfile.write(reply)  # unbuffered (wbufsize = 0): this is a sendall
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
+# --8<-- [start:model]
+def serve_forever(server: "Server", stopping: list[bool]) -> None:
+    """Run the library's accept loop until asked to stop, then give replies in flight SHUTDOWN_GRACE."""
+    # The library's loop runs in a second thread because its shutdown() waits
+    # for that loop to return: called from the loop's own thread it would wait
+    # forever. The main thread stays free to run our signal handler. daemon=True:
+    # a client stuck past the grace period cannot keep the process alive.
+    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
+    accept_loop.start()
+    while not stopping:
+        time.sleep(POLL_INTERVAL)
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a connection
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
 
 
 class Server(socketserver.ThreadingTCPServer):
@@ -136,20 +111,58 @@ class Server(socketserver.ThreadingTCPServer):
         super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
-def serve_forever(server: Server, stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then give replies in flight SHUTDOWN_GRACE."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
-    accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
-    accept_loop.start()
-    while not stopping:
-        time.sleep(POLL_INTERVAL)
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
-    server.shutdown()  # quick here: the loop only accepts, so it never holds a connection
-    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
-    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection's line; the server closes the connection afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+    server: "Server"
+
+    def handle(self) -> None:
+        try:
+            # readline waits for a newline however the bytes arrive, and stops
+            # one byte past the cap: that extra byte is how we know a line is too long.
+            line = self.rfile.readline(MAX_LINE_BYTES + 1)
+            if len(line) > MAX_LINE_BYTES:
+                reply = TOO_LONG
+            elif not line.endswith(b"\n"):
+                return  # the client closed before its newline: nothing to answer
+            else:
+                time.sleep(self.server.delay)  # the simulated I/O: only this thread waits
+                reply = upper_case(line)
+            self.wfile.write(reply)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def upper_case(line: bytes) -> bytes:
+    """The line upper-cased as UTF-8 text; bytes that are not UTF-8 come back unchanged."""
+    return line.decode("utf-8", "surrogateescape").upper().encode("utf-8", "surrogateescape")
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

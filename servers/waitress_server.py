@@ -52,6 +52,21 @@ SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 THREADS = 4  # waitress's default: requests whose application runs at the same time
 
 
+# --8<-- [start:model]
+def serve_forever(server: BaseWSGIServer, stopping: list[bool]) -> None:
+    """Run the I/O loop until asked to stop, then finish the requests in flight."""
+    while not stopping:
+        wasyncore.loop(timeout=POLL_INTERVAL, map=server._map, count=1)
+    wasyncore.dispatcher.close(server)  # stop accepting: close only the listening socket
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # the loop keeps sending what the task threads write
+    while open_channels(server) and time.monotonic() < deadline:
+        wasyncore.loop(timeout=0.05, map=server._map, count=1)
+    server.task_dispatcher.shutdown(timeout=max(0.0, deadline - time.monotonic()))
+    wasyncore.close_all(server._map)  # out of grace: whatever is still open is closed
+# --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
 class ClosingTask(WSGITask):
     """A WSGI task that closes the connection after its answer ("Connection: close")."""
 
@@ -114,25 +129,14 @@ class ClosingChannel(DrainingChannel):
 def open_channels(server: BaseWSGIServer) -> int:
     """Client connections still open (the map also holds the listener and the wake-up pipe)."""
     return sum(isinstance(dispatcher, (HTTPChannel, Drainer)) for dispatcher in server._map.values())
-
-
-def serve_forever(server: BaseWSGIServer, stopping: list[bool]) -> None:
-    """Run the I/O loop until asked to stop, then finish the requests in flight."""
-    while not stopping:
-        wasyncore.loop(timeout=POLL_INTERVAL, map=server._map, count=1)
-    wasyncore.dispatcher.close(server)  # stop accepting: close only the listening socket
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # the loop keeps sending what the task threads write
-    while open_channels(server) and time.monotonic() < deadline:
-        wasyncore.loop(timeout=0.05, map=server._map, count=1)
-    server.task_dispatcher.shutdown(timeout=max(0.0, deadline - time.monotonic()))
-    wasyncore.close_all(server._map)  # out of grace: whatever is still open is closed
+# --8<-- [end:plumbing]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--keep-alive", action="store_true",
                         help="keep connections open between requests (waitress's own behaviour), instead of closing")
     args = parser.parse_args()

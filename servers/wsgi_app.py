@@ -32,12 +32,13 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
 
 def make_app(delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
-    """A WSGI application that answers GET with BODY after `delay` seconds, anything else with 405."""
+    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after `delay` s, anything else with 405."""
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] != "GET":
@@ -49,11 +50,15 @@ def make_app(delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
             ])
             return [body]
         time.sleep(delay)  # the simulated database call: it blocks whatever the server runs us in
+        if environ["PATH_INFO"] == "/big":
+            body, content_type = BIG_BODY, "text/plain"
+        else:
+            body, content_type = BODY, "text/html; charset=utf-8"
         start_response("200 OK", [
-            ("Content-Type", "text/html; charset=utf-8"),
-            ("Content-Length", str(len(BODY))),  # without it, HTTP/1.1 servers fall back to chunked
+            ("Content-Type", content_type),
+            ("Content-Length", str(len(body))),  # without it, HTTP/1.1 servers fall back to chunked
         ])
-        return [BODY]
+        return [body]
 
     return app
 

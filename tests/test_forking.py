@@ -173,7 +173,7 @@ def test_a_silent_client_cannot_hold_the_stop_past_the_grace(name: str, tmp_path
     """A client that connects and says nothing: the stop waits SHUTDOWN_GRACE, then exits 0 and leaves nothing."""
     with started(CATALOGUE.design(name), tmp_path) as server:
         with socket.create_connection((server.host, server.port)) as silent:
-            time.sleep(0.3)  # accepted, and its handler is now waiting for a request (CLIENT_TIMEOUT: 10 s)
+            time.sleep(0.3)  # accepted, and its handler is now waiting for a request (HEAD_TIMEOUT: 10 s)
             signalled = time.monotonic()
             os.killpg(server.process.pid, signal.SIGTERM)
             exit_code = server.process.wait(timeout=SHUTDOWN_GRACE + 5)

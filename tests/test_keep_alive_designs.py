@@ -93,7 +93,7 @@ def design(request: pytest.FixtureRequest):
 
 
 def test_the_catalogue_says_they_keep_alive_and_pipeline(design) -> None:
-    assert design.extra.get("keep_alive") is True and design.extra.get("pipelining") is True
+    assert design.keep_alive is True and design.pipelining is True
 
 
 def test_several_requests_on_one_connection_then_connection_close_closes_it(design, tmp_path) -> None:
