@@ -61,6 +61,35 @@ BODY = b"""<!doctype html>
 
 
 # --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Accept connections and answer each in its own thread until asked to stop."""
+    handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
+        # daemon=True: a stuck client cannot keep the process alive past the grace period.
+        handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, stopping), daemon=True)
+        try:
+            handler.start()  # the accept loop goes straight back to accept()
+        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+            conn.close()  # this client is refused; the server and the clients it has go on
+            continue
+        handlers.append((handler, conn))
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    for handler, conn in handlers:
+        try:
+            conn.shutdown(socket.SHUT_RD)  # wakes a thread parked in recv() on an idle connection: it sees the end
+        except OSError:
+            pass  # that connection is already closed
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for handler, _ in handlers:
+        handler.join(max(0.0, deadline - time.monotonic()))
+
+
 def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Answer requests on one connection until the client or a timeout ends it, then close it."""
     try:
@@ -125,35 +154,6 @@ def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
     head = bytes(received[:end])
     del received[:end + 4]  # keep what follows: a pipelined next request
     return head
-
-
-def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
-    """Accept connections and answer each in its own thread until asked to stop."""
-    handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
-    listener.settimeout(POLL_INTERVAL)
-    while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
-        handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
-        # daemon=True: a stuck client cannot keep the process alive past the grace period.
-        handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, stopping), daemon=True)
-        try:
-            handler.start()  # the accept loop goes straight back to accept()
-        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
-            conn.close()  # this client is refused; the server and the clients it has go on
-            continue
-        handlers.append((handler, conn))
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    for handler, conn in handlers:
-        try:
-            conn.shutdown(socket.SHUT_RD)  # wakes a thread parked in recv() on an idle connection: it sees the end
-        except OSError:
-            pass  # that connection is already closed
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for handler, _ in handlers:
-        handler.join(max(0.0, deadline - time.monotonic()))
 # --8<-- [end:model]
 
 
