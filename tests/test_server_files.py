@@ -309,8 +309,8 @@ BIG_SIZE = 1024 * 1024
 
 @pytest.mark.parametrize("design", HTTP_DESIGNS, ids=lambda design: design.name)
 def test_get_big_answers_one_mebibyte_of_text(design: Design, tmp_path) -> None:
-    if design.name == "nginx":
-        pytest.skip("nginx.conf has no /big: its page is written in the configuration, and 1 MiB would be too")
+    if design.file.startswith("servers/nginx"):
+        pytest.skip("the nginx configurations have no /big: their page is written in them, and 1 MiB would be too")
     with started(design, tmp_path) as server:
         big = probe.get(server.host, server.port, path="/big", timeout=30)
         page = probe.get(server.host, server.port)
