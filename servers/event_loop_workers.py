@@ -31,7 +31,8 @@ Not on purpose, and handled: a worker that crashes at start is restarted
 after a growing pause, not in a tight loop; a new generation that fails to
 start on SIGHUP is stopped and the old one keeps serving; workers whose
 parent died notice and stop; requests that arrive in pieces, oversized heads
-(431), malformed request lines (400), silent clients, graceful close.
+(431), malformed request lines (400), silent or trickling clients (HEAD_TIMEOUT
+for the whole head, SEND_TIMEOUT for the whole answer), graceful close.
 """
 
 import argparse
@@ -51,7 +52,8 @@ DELAY = 0.1  # seconds of simulated database call per request
 WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us (per socket)
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the parent looks for exited workers, and workers for a dead parent
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
@@ -66,11 +68,9 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 PARENT_SIGNALS = {signal.SIGCHLD, signal.SIGHUP, signal.SIGINT, signal.SIGTERM}
-
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
 # --8<-- [start:model]
@@ -118,6 +118,31 @@ async def worker_loop(listener: socket.socket, delay: float, cpu_work: int, read
             handler.cancel()
         await asyncio.gather(*late, return_exceptions=True)
     return served[0]
+
+
+async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
+                         cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head
+                method, path = parse_request_head(await read_request_head(reader))
+            if method != "GET":
+                raise RequestError(405)
+            await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        writer.write(response)
+        async with asyncio.timeout(SEND_TIMEOUT):  # one deadline for the whole answer
+            await writer.drain()  # returns once the socket has taken the bytes
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    except asyncio.CancelledError:
+        writer.close()  # out of grace on stop: close at once, skip the polite drain
+        raise
+    await close_gracefully(reader, writer)
 
 
 def start_worker(listener: socket.socket, others: list[socket.socket], delay: float, cpu_work: int) -> tuple[int, int]:
@@ -277,6 +302,13 @@ class Supervisor:
 # --8<-- [end:supervisor]
 
 
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
 class RequestError(Exception):
     """A request we refuse; carries the status code to answer with."""
 
@@ -285,9 +317,8 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes) -> bytes:
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
     """Serialise a complete HTTP/1.1 response that closes the connection."""
-    content_type = "text/html; charset=utf-8" if status == 200 else "text/plain; charset=utf-8"
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
@@ -299,8 +330,20 @@ def build_response(status: int, body: bytes) -> bytes:
     return head.encode("ascii") + body
 
 
-def parse_request_head(head: bytes) -> str:
-    """Validate a request head (without the blank line); return its method."""
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
@@ -309,7 +352,7 @@ def parse_request_head(head: bytes) -> str:
         name, colon, _ = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii")
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
 
 
 async def read_request_head(reader: asyncio.StreamReader) -> bytes:
@@ -345,31 +388,7 @@ async def close_gracefully(reader: asyncio.StreamReader, writer: asyncio.StreamW
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
-
-
-async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
-                         cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        try:
-            async with asyncio.timeout(CLIENT_TIMEOUT):
-                method = parse_request_head(await read_request_head(reader))
-            if method != "GET":
-                raise RequestError(405)
-            await asyncio.sleep(delay)  # the simulated database call: only this coroutine waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
-            response = build_response(200, BODY)
-        except RequestError as error:
-            response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode())
-        writer.write(response)
-        async with asyncio.timeout(CLIENT_TIMEOUT):
-            await writer.drain()  # returns once the socket has taken the bytes
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    except asyncio.CancelledError:
-        writer.close()  # out of grace on stop: close at once, skip the polite drain
-        raise
-    await close_gracefully(reader, writer)
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

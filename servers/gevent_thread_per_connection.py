@@ -25,8 +25,9 @@ Threads overlap waiting, not computing: with --work, the GIL lets one thread
 at a time run Python code. No request bodies: a request that announces one is
 answered and the connection closed after it.
 Not on purpose, and handled: requests that arrive in pieces or several to a
-segment, oversized heads (431), malformed request lines (400), silent clients
-(CLIENT_TIMEOUT inside a head, KEEP_ALIVE_TIMEOUT between requests), and
+segment, oversized heads (431), malformed request lines (400), silent or
+trickling clients (HEAD_TIMEOUT for a whole head from its first byte,
+KEEP_ALIVE_TIMEOUT between requests, SEND_TIMEOUT for a whole answer), and
 clients that send more than we read (we half-close and drain instead of resetting).
 """
 
@@ -46,7 +47,8 @@ DELAY = 0.1  # seconds of simulated database call per request
 WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
-CLIENT_TIMEOUT = 10.0  # a client that goes quiet inside a request cannot hold the server forever
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed after this
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
@@ -59,68 +61,8 @@ BODY = b"""<!doctype html>
 </html>
 """
 
-REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.([01])")
-
 
 # --8<-- [start:model]
-def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
-    """Answer requests on one connection until the client or a timeout ends it, then close it."""
-    try:
-        received = bytearray()  # bytes read past the current head: the start of the next request
-        keep_alive = True
-        while keep_alive and not stopping:
-            try:
-                head = read_request_head(conn, received)
-                if head is None:
-                    break  # the client closed (or went idle too long) between two requests
-                method, target, keep_alive = parse_request_head(head)
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(delay)  # the simulated database call: only this thread waits
-                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-                keep_alive = keep_alive and not stopping  # a stopping server says so in its last answer
-                if target.partition(b"?")[0] == b"/big":
-                    response = build_response(200, b"x" * BIG_BYTES, keep_alive, "text/plain; charset=utf-8")
-                else:
-                    response = build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
-            except RequestError as error:
-                keep_alive = False  # what follows a refused head cannot be trusted to be a request
-                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode(),
-                                          False, "text/plain; charset=utf-8")
-            conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
-
-
-def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
-    """Read until the blank line that ends the next head; None if the client closed or idled between requests."""
-    conn.settimeout(CLIENT_TIMEOUT if received else KEEP_ALIVE_TIMEOUT)
-    while (end := received.find(b"\r\n\r\n")) == -1:
-        if len(received) > MAX_HEAD_BYTES:
-            raise RequestError(431)
-        try:
-            chunk = conn.recv(65536)
-        except TimeoutError:
-            if received:
-                raise  # silent inside a request: the client is lost
-            return None  # idle for KEEP_ALIVE_TIMEOUT between requests: close politely
-        if not chunk:
-            if received:
-                raise ConnectionError("client closed before finishing its request")
-            return None
-        if not received:
-            conn.settimeout(CLIENT_TIMEOUT)  # a head has begun: the client gets CLIENT_TIMEOUT per read
-        received += chunk
-    if end > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    head = bytes(received[:end])
-    del received[:end + 4]  # keep what follows: a pipelined next request
-    return head
-
-
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
     """Accept connections and answer each in its own thread until asked to stop."""
     handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
@@ -148,7 +90,80 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
     for handler, _ in handlers:
         handler.join(max(0.0, deadline - time.monotonic()))
+
+
+def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Answer requests on one connection until the client or a timeout ends it, then close it."""
+    try:
+        received = bytearray()  # bytes read past the current head: the start of the next request
+        keep_alive = True
+        while keep_alive and not stopping:
+            try:
+                head = read_request_head(conn, received)
+                if head is None:
+                    break  # the client closed (or went idle too long) between two requests
+                method, target, keep_alive = parse_request_head(head)
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(delay)  # the simulated database call: only this thread waits
+                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+                keep_alive = keep_alive and not stopping  # a stopping server says so in its last answer
+                if target.partition(b"?")[0] == b"/big":
+                    response = build_response(200, b"x" * BIG_BYTES, keep_alive, "text/plain; charset=utf-8")
+                else:
+                    response = build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
+            except RequestError as error:
+                keep_alive = False  # what follows a refused head cannot be trusted to be a request
+                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode(),
+                                          False, "text/plain; charset=utf-8")
+            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+            conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
+def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
+    """Read until the blank line that ends the next head; None if the client closed or idled between requests."""
+    # One deadline for the whole head, from its first byte (a pipelined one has begun already), not one per recv.
+    deadline = time.monotonic() + HEAD_TIMEOUT if received else None
+    while (end := received.find(b"\r\n\r\n")) == -1:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        if deadline is None:
+            conn.settimeout(KEEP_ALIVE_TIMEOUT)  # between requests: how long the next one may take to begin
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+            conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            if received:
+                raise  # silent inside a request: the client is lost
+            return None  # idle for KEEP_ALIVE_TIMEOUT between requests: close politely
+        if not chunk:
+            if received:
+                raise ConnectionError("client closed before finishing its request")
+            return None
+        if deadline is None:
+            deadline = time.monotonic() + HEAD_TIMEOUT  # a head has begun: HEAD_TIMEOUT for all of it
+        received += chunk
+    if end > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    head = bytes(received[:end])
+    del received[:end + 4]  # keep what follows: a pipelined next request
+    return head
 # --8<-- [end:model]
+
+
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
 class RequestError(Exception):
@@ -179,7 +194,7 @@ def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
             has_body = True
     tokens = {token.strip() for token in connection.split(b",")}
     # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked to keep it.
-    keep_alive = b"close" not in tokens if match.group(3) == b"1" else b"keep-alive" in tokens
+    keep_alive = b"close" not in tokens if request_line.endswith(b"/1.1") else b"keep-alive" in tokens
     return match.group(1).decode("ascii"), match.group(2), keep_alive and not has_body
 
 
@@ -197,13 +212,22 @@ def build_response(status: int, body: bytes, keep_alive: bool, content_type: str
 
 
 def close_gracefully(conn: socket.socket) -> None:
-    """Half-close, then drain what the client still sends, so close() sends FIN, not RST."""
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
     try:
         conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(DRAIN_TIMEOUT)
-        deadline = time.monotonic() + DRAIN_TIMEOUT
-        while time.monotonic() < deadline and conn.recv(65536):
-            pass
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
     except OSError:
         pass  # the client is already gone; nothing left to protect
     finally:
@@ -213,6 +237,7 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
+# --8<-- [end:plumbing]
 
 
 def main() -> None:

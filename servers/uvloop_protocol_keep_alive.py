@@ -25,7 +25,8 @@ that announces one (Content-Length, Transfer-Encoding) is answered and the
 connection closed after it, since its body cannot be told from the next request.
 Not on purpose, and handled: heads that arrive in pieces or many to a segment,
 oversized heads (431), malformed request lines (400), silent clients
-(CLIENT_TIMEOUT to finish a head, KEEP_ALIVE_TIMEOUT idle between requests),
+(HEAD_TIMEOUT for a whole head from its first byte, KEEP_ALIVE_TIMEOUT idle between
+requests, SEND_TIMEOUT for a client that stops reading our answers),
 clients that pipeline without reading (at most MAX_PIPELINED requests in
 flight, and reading stops while the socket's send buffer is full), and clients
 that send more than we read (we half-close and drain instead of resetting).
@@ -48,7 +49,8 @@ WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per req
 BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 MAX_PIPELINED = 32  # requests one connection may have in flight; past it we stop reading until answers leave
-CLIENT_TIMEOUT = 10.0  # to finish a request head once it started, and to read our answers
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, from its first byte, however it trickles in
+SEND_TIMEOUT = 10.0  # a client that leaves our answers unread (the send buffer stays full) is closed after this
 KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed after this
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after the last answer, before closing
 SWEEP_INTERVAL = 0.5  # how often one sweep closes the connections past their deadline
@@ -63,7 +65,7 @@ BODY = b"""<!doctype html>
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
-REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.([01])")
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
 # --8<-- [start:model]
@@ -106,7 +108,7 @@ class KeepAliveProtocol(asyncio.Protocol):
         if not self.received and not self.answers and self.quick_answer(data):
             return
         if not self.received and not self.answers:
-            self.deadline = self.loop.time() + CLIENT_TIMEOUT  # a new head has begun: it gets CLIENT_TIMEOUT
+            self.deadline = self.loop.time() + HEAD_TIMEOUT  # a new head has begun: HEAD_TIMEOUT for all of it
         self.received += data
         self.read_requests()
 
@@ -191,7 +193,7 @@ class KeepAliveProtocol(asyncio.Protocol):
         if self.last_request_read:
             self.close_politely()
             return
-        self.deadline = self.loop.time() + (CLIENT_TIMEOUT if self.received else KEEP_ALIVE_TIMEOUT)
+        self.deadline = self.loop.time() + (HEAD_TIMEOUT if self.received else KEEP_ALIVE_TIMEOUT)
         self.adjust_reading()
 
     def adjust_reading(self) -> None:
@@ -224,7 +226,7 @@ class KeepAliveProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.writing_paused = True  # the transport's buffer is over its high-water mark
-        self.deadline = self.loop.time() + CLIENT_TIMEOUT  # the client must read our answers in time
+        self.deadline = self.loop.time() + SEND_TIMEOUT  # the client must read our answers in time
         self.adjust_reading()
 
     def resume_writing(self) -> None:
@@ -294,7 +296,7 @@ def parse_request_head_once(head: bytes) -> tuple[str, bytes, bool]:
             has_body = True
     tokens = {token.strip() for token in connection.split(b",")}
     # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked to keep it.
-    keep_alive = b"close" not in tokens if match.group(3) == b"1" else b"keep-alive" in tokens
+    keep_alive = b"close" not in tokens if request_line.endswith(b"/1.1") else b"keep-alive" in tokens
     return match.group(1).decode("ascii"), match.group(2), keep_alive and not has_body
 
 

@@ -46,6 +46,12 @@ def wait_for(condition, timeout: float = 10.0) -> None:
         time.sleep(0.05)
 
 
+def forked_workers(parent: int) -> set[int]:
+    """The workers, once forked: the port answers connects as soon as the parent listens, before its first fork."""
+    wait_for(lambda: worker_pids(parent))
+    return worker_pids(parent)
+
+
 def open_loop_load(port: int, rate: int, seconds: float) -> dict:
     """Our open-loop client: every request on schedule, each failure classified (connect, read, ...)."""
     result = subprocess.run(
@@ -60,7 +66,7 @@ def open_loop_load(port: int, rate: int, seconds: float) -> dict:
 def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
     with started(CATALOGUE.designs[name], tmp_path, delay=0.05) as server:
         parent = parent_pid(server)
-        first_generation = worker_pids(parent)
+        first_generation = forked_workers(parent)
         report: dict = {}
         load = threading.Thread(target=lambda: report.update(open_loop_load(server.port, rate=200, seconds=4)))
         load.start()
@@ -85,7 +91,7 @@ def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
 def test_a_killed_worker_is_replaced(name: str, tmp_path) -> None:
     with started(CATALOGUE.designs[name], tmp_path) as server:
         parent = parent_pid(server)
-        victim = min(worker_pids(parent))
+        victim = min(forked_workers(parent))
         os.kill(victim, signal.SIGKILL)
         wait_for(lambda: worker_pids(parent) and victim not in worker_pids(parent))
         assert probe.get(server.host, server.port).status == 200
@@ -155,7 +161,7 @@ def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
     script = tmp_path / "failing_reload.py"
     script.write_text(FAILING_RELOAD.format(servers=str(REPO_ROOT / "servers"), broken=str(broken), port=str(port)))
     with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
-        (old,) = worker_pids(server.process.pid)
+        (old,) = forked_workers(server.process.pid)
         broken.touch()
         os.kill(server.process.pid, signal.SIGHUP)
         wait_for(lambda: "reload failed" in server.stderr_path.read_text())
