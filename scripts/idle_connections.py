@@ -216,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.connections < 1 or args.hold <= 0:
             raise BadInputError("--connections must be at least 1 and --hold more than 0")
         server_args = shlex.split(args.server_args)
-        output = args.output or DEFAULT_OUTPUT_DIR / f"{args.design}.json"
-        record = measure(args.design, args.connections, args.hold, server_args, output.parent / f"{args.design}-logs")
+        output = (args.output or DEFAULT_OUTPUT_DIR / f"{args.design}.json").resolve()
+        # The server's logs and config go under build/ whatever --output says: never beside a record in results/.
+        record = measure(args.design, args.connections, args.hold, server_args,
+                         DEFAULT_OUTPUT_DIR / f"{args.design}-logs")
     except (BadInputError, UnknownNameError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
