@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the Debian packages the benchmarks need, only where a command is missing.
+# Install the Debian packages the benchmarks and the browser tests need, only where a command is missing.
 # Runs apt-get as root, or through sudo; says what to do when neither is possible.
 set -euo pipefail
 
@@ -10,6 +10,8 @@ declare -A package_for=(
   [nginx]=nginx
   [taskset]=util-linux
   [ss]=iproute2
+  [npm]=npm            # fetches the site's pinned mermaid bundle (scripts/install_site_assets.sh)
+  [chromium]=chromium  # the browser tests (tests/test_browser.py) drive it through Playwright
 )
 missing=()
 for command in "${!package_for[@]}"; do

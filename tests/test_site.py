@@ -133,3 +133,25 @@ def test_every_snippet_is_shown_on_a_page() -> None:
     pages = "".join(path.read_text(encoding="utf-8") for path in (REPO_ROOT / "docs").rglob("*.md"))
     for snippet in SNIPPETS:
         assert f'--8<-- "snippets/{snippet.name}"' in pages, f"no page includes {snippet.name}"
+
+
+# Runnable blocks (python/bash/sh, not an --8<-- include) that carry a skip marker: 64 when this was
+# written (issue 12 wants fewer than 10). Lower the ceiling as pairs are executed; never raise it.
+SKIPPED_RUNNABLE_CEILING = 64
+
+
+def skipped_runnable_blocks() -> list[str]:
+    from pytest_codeblocks.main import extract_from_file
+
+    skipped = []
+    for path in MARKDOWN_FILES:
+        for block in extract_from_file(path):
+            runnable = block.syntax in RUNNABLE_LANGUAGES and not block.code.lstrip().startswith("--8<--")
+            if runnable and any(mark.startswith("pytest.mark.skip") for mark in block.marks):
+                skipped.append(f"{path.relative_to(REPO_ROOT)}:{block.lineno}")
+    return skipped
+
+
+def test_skipped_runnable_blocks_do_not_grow() -> None:
+    skipped = skipped_runnable_blocks()
+    assert len(skipped) <= SKIPPED_RUNNABLE_CEILING, f"{len(skipped)} skipped runnable blocks:\n" + "\n".join(skipped)

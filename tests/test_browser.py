@@ -1,0 +1,287 @@
+"""The built site in a real browser: offline, no errors, readable on a phone, accessible, linked.
+
+The site is built once per session, served from 127.0.0.1 by http.server in a thread, and every
+page of the build (found on disk, so new pages are covered without a list here) is visited once
+at 1280 px and once at 390 px in one headless Chromium (Debian's, driven by Playwright). What a
+visit sees is kept, and the tests below assert on it, so each check fails on its own.
+
+Offline: Chromium sends every request for another host to a dead proxy (so it fails at once),
+and the visit records it, so such a request is both blocked and a test failure.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from harness.catalogue import REPO_ROOT
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+SCREENSHOTS = REPO_ROOT / "build" / "screenshots"
+WIDE, PHONE = 1280, 390
+# Material renders each diagram into a closed shadow root; opened here so the test can look inside.
+OPEN_SHADOW_ROOTS = """
+const attachShadow = Element.prototype.attachShadow;
+Element.prototype.attachShadow = function (init) { return attachShadow.call(this, {...init, mode: "open"}); };
+"""
+# Elements wider than the viewport that are not inside something scrolling on purpose.
+OVERFLOWING = """() => {
+  const width = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth <= width) return [];
+  const scrolls = el => el.closest("pre, code, .md-typeset__scrollwrap, .jp-OutputArea-output, .highlight");
+  return [...document.querySelectorAll(".md-main *")]
+    .filter(el => el.getBoundingClientRect().right > width + 1 && !scrolls(el))
+    .slice(0, 5).map(el => el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": " + (el.textContent || "").trim().slice(0, 60));
+}"""
+MERMAID = """() => [...document.querySelectorAll(".mermaid")].map(el =>
+  el.shadowRoot && el.shadowRoot.querySelector("svg") ? "svg" : el.tagName.toLowerCase() + ": " + el.textContent.trim().slice(0, 40))"""
+IMAGES = """() => [...document.querySelectorAll(".md-content img")].map(img =>
+  ({src: img.getAttribute("src"), alt: (img.getAttribute("alt") || "").trim(), loaded: img.complete && img.naturalWidth > 0}))"""
+
+
+@dataclass
+class Visit:
+    """What one page showed: everything the tests below assert on."""
+
+    path: str
+    console_errors: list[str] = field(default_factory=list)
+    failed_requests: list[str] = field(default_factory=list)
+    other_hosts: list[str] = field(default_factory=list)
+    mermaid: list[str] = field(default_factory=list)
+    images: list[dict] = field(default_factory=list)
+    overflow: dict[int, list[str]] = field(default_factory=dict)
+    serious_violations: list[str] = field(default_factory=list)
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+        pass
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return site
+
+
+@pytest.fixture(scope="session")
+def site_url(built_site: Path) -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(built_site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make install` installs Debian's chromium (scripts/install_system_packages.sh)")
+    with playwright_api.sync_playwright() as playwright:
+        # Every host but 127.0.0.1 goes through a proxy on a closed port: the request fails at once.
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"],
+                                              proxy={"server": "http://127.0.0.1:9", "bypass": "127.0.0.1"})
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def page_paths(site: Path) -> list[str]:
+    """Every page of the build, as a URL path: the home page first."""
+    pages = sorted(str(path.parent.relative_to(site)) + "/" for path in site.rglob("index.html"))
+    return ["" if page == "./" else page for page in pages]
+
+
+def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
+    """Record console errors, failed requests and requests to other hosts against the page being visited."""
+    def current() -> Visit:
+        return visit_for["current"]
+
+    def on_request(request: object) -> None:
+        if urlsplit(request.url).hostname != "127.0.0.1" and not request.url.startswith("data:"):
+            current().other_hosts.append(request.url)
+
+    def on_response(response: object) -> None:
+        if response.status >= 400:
+            current().failed_requests.append(f"{response.status} {response.url}")
+
+    page.on("console", lambda message: message.type == "error" and current().console_errors.append(message.text))
+    page.on("pageerror", lambda error: current().console_errors.append(str(error)))
+    page.on("request", on_request)
+    page.on("response", on_response)
+    page.on("requestfailed", lambda request: request.url.startswith(site_url) and
+            current().failed_requests.append(f"{request.failure} {request.url}"))
+
+
+@pytest.fixture(scope="session")
+def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]:
+    """Visit every page at 1280 px (errors, requests, diagrams, images, overflow, axe), then at 390 px (overflow)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+    visits = {path: Visit(path) for path in page_paths(built_site)}
+    assert visits, "the build has no pages"
+    visit_for: dict[str, Visit] = {}
+    for width in (WIDE, PHONE):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        context.add_init_script(OPEN_SHADOW_ROOTS)
+        page = context.new_page()
+        watch(page, visit_for, site_url)
+        try:
+            for path, visit in visits.items():
+                visit_for["current"] = visit
+                page.goto(site_url + path, wait_until="load")
+                if width == WIDE:
+                    if page.locator(".mermaid").count():
+                        try:  # a diagram that never renders is reported below, with the others
+                            page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
+                                .every(el => el.shadowRoot && el.shadowRoot.querySelector("svg"))""", timeout=10_000)
+                        except playwright_api.TimeoutError:
+                            pass
+                    visit.mermaid = page.evaluate(MERMAID)
+                    visit.images = page.evaluate(IMAGES)
+                    violations = axe.run(page).response["violations"]
+                    visit.serious_violations = [
+                        f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
+                        for violation in violations if violation["impact"] in ("serious", "critical")]
+                visit.overflow[width] = page.evaluate(OVERFLOWING)
+                if path in SCREENSHOT_OF and width == WIDE:
+                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                    page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
+        finally:
+            context.close()
+    return visits
+
+
+SCREENSHOT_OF = {"": "home.png", "designs/thread-per-connection/": "design-thread-per-connection.png",
+                 "compare/": "compare.png"}
+
+
+def problems(visits: dict[str, Visit], attribute: str) -> dict[str, object]:
+    return {path or "/": getattr(visit, attribute) for path, visit in visits.items() if getattr(visit, attribute)}
+
+
+def test_no_request_leaves_the_site(visits: dict[str, Visit]) -> None:
+    assert problems(visits, "other_hosts") == {}
+
+
+def test_every_page_loads_without_console_errors(visits: dict[str, Visit]) -> None:
+    assert problems(visits, "console_errors") == {}
+
+
+def test_no_request_fails(visits: dict[str, Visit]) -> None:
+    assert problems(visits, "failed_requests") == {}
+
+
+def test_every_mermaid_block_is_an_svg(visits: dict[str, Visit]) -> None:
+    diagrams = [state for visit in visits.values() for state in visit.mermaid]
+    assert diagrams, "no page has a diagram: the check would pass on nothing"
+    assert {path: visit.mermaid for path, visit in visits.items() if set(visit.mermaid) - {"svg"}} == {}
+
+
+def test_no_page_overflows_sideways_on_a_desktop_or_a_phone(visits: dict[str, Visit]) -> None:
+    overflowing = {f"{path or '/'} at {width} px": elements for path, visit in visits.items()
+                   for width, elements in visit.overflow.items() if elements}
+    assert overflowing == {}
+
+
+def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:
+    images = [image for visit in visits.values() for image in visit.images]
+    assert len(images) >= 3, "the plots and timelines are images: the check would pass on nothing"
+    bad = {path: [image for image in visit.images if not (image["loaded"] and image["alt"])]
+           for path, visit in visits.items()}
+    assert {path: images for path, images in bad.items() if images} == {}
+
+
+def test_no_serious_accessibility_violation(visits: dict[str, Visit]) -> None:
+    found = problems(visits, "serious_violations")
+    assert found == {}, "\n".join(f"{path}: {violations}" for path, violations in found.items())
+
+
+def test_screenshots_are_written(visits: dict[str, Visit]) -> None:
+    for name in SCREENSHOT_OF.values():
+        assert (SCREENSHOTS / name).stat().st_size > 10_000, name
+
+
+@pytest.fixture
+def page(browser: object, visits: dict[str, Visit]) -> Iterator[object]:
+    """A fresh page at 1280 px; after the visits, so the tests share the browser without racing it."""
+    context = browser.new_context(viewport={"width": WIDE, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("term", ["epoll", "GIL"])
+def test_search_finds_the_term_and_its_links_work(page: object, site_url: str, term: str) -> None:
+    page.goto(site_url)
+    page.locator("input.md-search__input").fill(term)
+    results = page.locator(".md-search-result__item a")
+    results.first.wait_for(timeout=30_000)  # the index loads in a worker: slow on a busy machine
+    hrefs = results.evaluate_all("links => links.map(link => link.href)")
+    assert hrefs, f"no result for {term}"
+    for href in hrefs[:3]:
+        page.goto("about:blank")  # else a link into the page already shown is a same-document jump, with no response
+        response = page.goto(href)
+        assert response is not None and response.status == 200, href
+        fragment = urlsplit(href).fragment
+        if fragment:
+            assert page.locator(f"[id='{fragment}']").count() == 1, f"{href}: no element with that id"
+        assert term.lower() in page.locator(".md-content").inner_text().lower(), href
+
+
+def test_the_light_dark_toggle_switches_the_scheme(page: object, site_url: str) -> None:
+    page.emulate_media(color_scheme="light")
+    page.goto(site_url)
+    scheme = lambda: page.locator("body").get_attribute("data-md-color-scheme")  # noqa: E731
+    assert scheme() == "default"
+    page.locator("form[data-md-component=palette] label:visible").first.click()
+    assert scheme() == "slate"
+    page.locator("form[data-md-component=palette] label:visible").first.click()
+    assert scheme() == "default"
+
+
+def test_the_notebook_page_shows_its_outputs(page: object, site_url: str, built_site: Path) -> None:
+    notebooks = [path for path in page_paths(built_site) if path.startswith("notebooks/")]
+    assert notebooks, "the notebook page is not in the build"
+    for path in notebooks:
+        page.goto(site_url + path)
+        outputs = page.locator(".jp-OutputArea-output")
+        assert outputs.count() > 0, f"{path}: no cell output"
+        assert outputs.locator("img, table, pre").count() > 0, f"{path}: the outputs are empty"
+
+
+def test_linkchecker_finds_no_broken_internal_link_or_anchor(site_url: str, tmp_path: Path) -> None:
+    """LinkChecker walks the served build from the home page; other hosts are not fetched (offline).
+
+    Anchors: `mkdocs build --strict` fails on a link to a missing anchor (mkdocs.yml, validation);
+    LinkChecker's AnchorCheck plugin fetches every page once per anchor and took over five minutes.
+    """
+    config = tmp_path / "linkcheckerrc"
+    config.write_text("[filtering]\ncheckextern=0\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-m", "linkcheck", "--config", str(config), "--no-status",
+                             "--no-warnings", "--output", "text", site_url],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "0 errors found" in result.stdout, result.stdout[-2000:]
