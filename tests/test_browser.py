@@ -92,7 +92,9 @@ def site_url(built_site: Path) -> Iterator[str]:
         thread.join(timeout=10)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while sync_playwright runs, this thread has a running asyncio loop, and
+# every later test that calls asyncio.run() in-process (test_http_load, test_real_servers, ...) would fail.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: `make install` installs Debian's chromium (scripts/install_system_packages.sh)")
@@ -133,7 +135,7 @@ def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
             current().failed_requests.append(f"{request.failure} {request.url}"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]:
     """Visit every page at 1280 px (errors, requests, diagrams, images, overflow, axe), then at 390 px (overflow)."""
     from axe_playwright_python.sync_playwright import Axe

@@ -76,7 +76,7 @@ def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
 
 @pytest.mark.slow
 def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
-    path, failures = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
+    path, problems = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
                                          plan_path=write_plan(tmp_path))
     record = json.loads(path.read_text(encoding="utf-8"))
     graceful, naive = record["targets"]
@@ -84,7 +84,7 @@ def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> 
     assert len(graceful["restarts"]) == 2
     # The naive way leaves a moment with no listening socket: refused connections.
     assert naive["report"]["failed_by_kind"]["connect"] > 0
-    assert failures == naive["report"]["failed"]
+    assert problems == 0  # lost requests are the measurement, not a failure of the run
     assert [row["server_command"][1].endswith("event_loop_workers.py") for row in record["targets"]] == [True, True]
     # Every request is in a bin.
     assert sum(entry["due"] for entry in graceful["bins"]) == 500
