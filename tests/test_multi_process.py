@@ -134,3 +134,4 @@ def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
     assert row.endswith("| **1.80** |")  # the fixture's second record is 1.8 times the first for this design
     assert "`process-pool`" in table and "| **1.00** |" in table
     assert (tmp_path / "generated" / "scaling-hello.md") not in files  # no pair of records, no table
+    assert files[tmp_path / "plots" / "scaling.svg"].startswith("<?xml")

@@ -157,14 +157,43 @@ def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def scaling_plot(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """One panel per workload: each design's median req/s on one CPU and on two, side by side."""
+    from harness import plots  # matplotlib is slow to import: only rendering needs it
+    from harness.free_threaded import medians
+
+    plt = plots.plt
+    figure, axes_row = plt.subplots(1, len(pairs), figsize=(5.2 * len(pairs), 3.8), squeeze=False)
+    for axes, (name, (one, two)) in zip(axes_row[0], pairs.items()):
+        on_one, on_two = medians(one), medians(two)
+        keys = [key for key in on_one if key in on_two]
+        positions = range(len(keys))
+        axes.barh([position + 0.2 for position in positions], [on_one[key] for key in keys], height=0.4,
+                  color="#9bb7d4", label="server on 1 CPU")
+        axes.barh([position - 0.2 for position in positions], [on_two[key] for key in keys], height=0.4,
+                  color="#1f4e79", label="on 2 CPUs")
+        axes.set_yticks(list(positions), [design for design, _ in keys], fontsize=8)
+        axes.invert_yaxis()
+        axes.set_xlabel("requests/s (median)")
+        axes.set_title(name.replace("scaling-", "").replace("cpu", "CPU-bound").replace("hello", "hello world"),
+                       loc="left", fontsize=10)
+        axes.legend(fontsize=8, frameon=False)
+    figure.tight_layout()
+    return plots._to_svg(figure)
+
+
 def multi_process_files(generated_dir: Path, plot_dir: Path, results_dir: Path = RESULTS_DIR,
                         scenario_records: dict[str, dict[str, Any]] | None = None) -> dict[Path, str]:
     """The generated table files and plots of every record in results/multi-process/, and the scaling pairs."""
     files: dict[Path, str] = {}
+    pairs = {}
     for name, (one, two) in SCALING_PAIRS.items():
         if scenario_records and one in scenario_records and two in scenario_records:
+            pairs[name] = (scenario_records[one], scenario_records[two])
             files[generated_dir / f"{name}.md"] = (HEADER.format(source=f"results/{one}.json and results/{two}.json")
                                                    + scaling_table(scenario_records[one], scenario_records[two]))
+    if pairs:
+        files[plot_dir / "scaling.svg"] = scaling_plot(pairs)
     for scenario_id, record in load_multi_process_records(results_dir).items():
         header = HEADER.format(source=f"results/{RECORDS_DIR_NAME}/{scenario_id}.json")
         if record["kind"] == "balance":
