@@ -177,8 +177,9 @@ def scaling_plot(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str
         axes.set_xlabel("requests/s (median)")
         axes.set_title(name.replace("scaling-", "").replace("cpu", "CPU-bound").replace("hello", "hello world"),
                        loc="left", fontsize=10)
-        axes.legend(fontsize=8, frameon=False)
-    figure.tight_layout()
+    handles, labels = axes_row[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    figure.tight_layout(rect=(0, 0.07, 1, 1))  # room below the panels for the legend
     return plots._to_svg(figure)
 
 
