@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE, started
-from harness import probe, processes
+from harness import balance, probe, processes
 from harness.catalogue import REPO_ROOT
 
 SERVER = REPO_ROOT / "servers" / "event_loop_workers.py"
 HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
 SHARINGS = ["event-loop-workers", "event-loop-workers-reuseport"]
-WORKER_LINE = re.compile(r"worker (\d+) served (\d+) connections")
 
 
 def parent_pid(server: processes.RunningServer) -> int:
@@ -82,7 +81,7 @@ def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
     assert report["failed"] == 0, report["failed_by_kind"]
     assert report["complete"] == 800
     # Every retired worker reported what it served before it left: nothing was cut off.
-    served = sum(int(count) for _, count in WORKER_LINE.findall(server.stdout_path.read_text()))
+    served = sum(balance.served_per_worker(server.stdout_path.read_text()))
     assert served >= 800
     assert server.exit_code == 0
 
