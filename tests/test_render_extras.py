@@ -227,6 +227,23 @@ def test_a_quick_or_failed_second_run_is_said_so() -> None:
         first, list(cells.values()))
 
 
+def test_one_scenarios_agreement_names_the_largest_difference_and_who_is_outside_the_target(
+        two_runs: tuple[Path, Any, Any]) -> None:
+    results, _, _ = two_runs
+    first_run, second_run = load_records(results), load_records(rerun_dir(results))
+    sentence = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.05)
+    # Every measured cell counts here, the tool-bound epoll-loop (50% apart) too.
+    assert "the largest difference between a server's two medians is 50.0% (`epoll-loop`)" in sentence
+    assert "2 of 4 servers more than 5% apart: `prefork` 9,843 then 12,304 (25.0%), `epoll-loop`" in sentence
+    assert "`thread-pool-queue`" not in sentence  # 5.0% apart: inside the target
+    wide = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.60)
+    assert wide.endswith("every one of the 4 servers within 60%.\n")
+    assert "cannot be compared: different machines" in repeatability.scenario_agreement(
+        first_run, second_run, "async-101", 0.05)
+    assert "Not measured yet: no `peak.json` in results/ and results/rerun/" in repeatability.scenario_agreement(
+        first_run, second_run, "peak", 0.05)
+
+
 def test_without_a_second_run_the_page_says_so(tmp_path: Path) -> None:
     write_record(tmp_path / "results", fixture("async-101"))
     files = render.expected_files(tmp_path / "results", tmp_path / "generated")

@@ -195,6 +195,37 @@ def _outside(record: dict[str, Any], cells: list[Cell]) -> str:
     return f"Outside {AGREEMENT:.0%}:\n\n" + "\n".join(items) + "\n\n"
 
 
+def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]],
+                       scenario_id: str, target: float) -> str:
+    """One scenario's two consecutive runs in a sentence: the largest difference, and who is outside `target`.
+
+    Unlike the page's 10% agreement, every measured cell counts here, tool-bound or not: the
+    sentence answers "would a second run show the same numbers?", whatever limited them.
+    """
+    first, second = first_run.get(scenario_id), second_run.get(scenario_id)
+    if first is None or second is None:
+        missing = " and ".join(where for where, record in (("results/", first), ("results/rerun/", second))
+                               if record is None)
+        return (f"*Not measured yet: no `{scenario_id}.json` in {missing}. Two consecutive runs "
+                f"(`python scripts/bench.py run --scenario {scenario_id}`, then the same with "
+                f"`--out results/rerun`) show whether the numbers repeat.*\n")
+    reasons = not_comparable(first, second)
+    if reasons:
+        return f"*The two runs of `{scenario_id}` cannot be compared: {'; '.join(reasons)}.*\n"
+    cells = [cell for cell in compare_cells(first, second) if cell.difference is not None]
+    if not cells:
+        return f"*No design of `{scenario_id}` was measured in both runs.*\n"
+    largest = max(cells, key=lambda cell: cell.difference or 0.0)
+    outside = [cell for cell in cells if (cell.difference or 0.0) > target]
+    verdict = (f"every one of the {len(cells)} servers within {target:.0%}" if not outside else
+               f"{len(outside)} of {len(cells)} servers more than {target:.0%} apart: "
+               + ", ".join(f"`{cell.design}` {format_rate(cell.first)} then {format_rate(cell.second)} "
+                           f"({cell.difference:.1%})" for cell in outside))
+    return (f"Two consecutive runs of `{scenario_id}` (A {_when(first)}; B {_when(second)}): the largest "
+            f"difference between a server's two medians is {largest.difference:.1%} (`{largest.design}`); "
+            f"{verdict}.\n")
+
+
 def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]]) -> str:
     """The comparison of every scenario recorded in both runs, with an overall count first."""
     if not second_run:
