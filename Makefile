@@ -29,7 +29,7 @@ site: install
 test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
 	$(PY) -m pytest
 
-bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), then the tables
+bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), the other suites, the tables
 	scripts/refresh_benchmarks.sh $(PY)
 
 bench-quick: install

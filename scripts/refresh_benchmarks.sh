@@ -1,21 +1,35 @@
 #!/usr/bin/env bash
 # Refresh every benchmark: a full run into results/, a second full run into results/rerun/ (the
-# methodology page compares the two), then the tables and plots. `make bench` and
-# .github/workflows/bench.yml both run this.
+# methodology page compares the two), the suites that are not scenarios (the hostile clients,
+# restarts under load, the balance between workers, the How fast steps), then the tables and
+# plots. `make bench` and .github/workflows/bench.yml both run this.
 #
 #   scripts/refresh_benchmarks.sh [PYTHON]      (default: .venv/bin/python)
 #
-# A design that fails (bench.py exits 1) is data, not a reason to stop: its record says why, the
-# tables show it, and the other steps still run. The script then exits 1 at the end. Anything
-# else (2: bad input, 3: a bug in the harness, 130: interrupted, or killed by a signal) stops at
-# once with that exit code, so a Ctrl-C during the first run does not start the second.
+# A design that fails (exit 1) is data, not a reason to stop: its record says why, the tables
+# show it, and the other steps still run. The script then exits 1 at the end. Anything else (2:
+# bad input or a missing tool, 3: a bug in the harness, 130: interrupted, or killed by a signal)
+# stops at once with that exit code, so a Ctrl-C during the first run does not start the second.
+#
+# Not refreshed here, and said so on their pages: the idle-connection records (one command per
+# design, with its own keep-alive timeout: docs/keep-alive.md) and the profile behind the flame
+# graph (py-spy needs ptrace rights a CI runner may not grant: docs/how-fast.md).
 set -u
 python=${1:-.venv/bin/python}
 status=0
-for step in "run" "run --out results/rerun" "render"; do
-    echo "+ $python scripts/bench.py $step" >&2
+steps=(
+    "scripts/bench.py run"
+    "scripts/bench.py run --out results/rerun"
+    "scripts/bench.py hostile"
+    "scripts/bench.py restart"
+    "scripts/bench.py balance"
+    "scripts/how_fast.py steps"
+    "scripts/bench.py render"
+)
+for step in "${steps[@]}"; do
+    echo "+ $python $step" >&2
     # shellcheck disable=SC2086  # $step is several words on purpose
-    "$python" scripts/bench.py $step
+    "$python" $step
     code=$?
     if [ "$code" -eq 1 ]; then
         status=1
