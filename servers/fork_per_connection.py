@@ -59,21 +59,16 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     children: set[int] = set()  # pids not yet reaped; only this loop touches the set
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
-        # Reaped here, not in a SIGCHLD handler, which could run between fork()
-        # and children.add(pid) below: only this loop ever changes the set.
+        # Reaped here, not in a SIGCHLD handler, which could run between fork() and children.add(pid).
         reap_children(children)
         try:
             conn, _ = listener.accept()
         except TimeoutError:
             continue
-        pid = os.fork()
-        if pid == 0:
+        if (pid := os.fork()) == 0:
             handle_in_child(listener, conn, delay, cpu_work)  # never returns
         children.add(pid)
-        # The parent's copy of the connection: only the child talks on it. Left
-        # open, it would live until the next accept rebinds `conn`, and the next
-        # child would inherit it.
-        conn.close()
+        conn.close()  # the parent's copy: only the child talks on it (left open, the next child would inherit it)
     listener.close()  # stop accepting: new clients are refused, not left in the backlog
     stop_children(children)
 
@@ -83,7 +78,7 @@ def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float, 
     status = 1
     try:
         listener.close()  # only the parent accepts; the child's copy would keep the port open after a stop
-        handle_request(conn, delay, cpu_work)
+        handle_request(conn, delay, cpu_work)  # the same as sequential_sockets.py's (in the plumbing)
         status = 0
     except BaseException:
         traceback.print_exc()  # a bug: say so, since os._exit skips the usual report
@@ -92,8 +87,10 @@ def handle_in_child(listener: socket.socket, conn: socket.socket, delay: float, 
         # accept loop, and skipping the interpreter's shutdown (which would touch,
         # and so copy, most of the memory it shares with the parent) keeps it cheap.
         os._exit(status)
+# --8<-- [end:model]
 
 
+# --8<-- [start:plumbing]
 def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
@@ -102,7 +99,7 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
             if method != "GET":
                 raise RequestError(405)
             time.sleep(delay)  # the simulated database call: only this process waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each child has its own GIL
+            simulated_cpu_work(cpu_work)  # the simulated computation: each process has its own GIL
             response = build_page_response(path)
         except RequestError as error:
             response = build_refusal(error.status)
@@ -112,10 +109,8 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
         pass  # timeout, reset or early close: this client is lost, the server goes on
     finally:
         close_gracefully(conn)
-# --8<-- [end:model]
 
 
-# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
 
 

@@ -57,10 +57,8 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 # --8<-- [start:model]
 def serve_forever(server: "Server", stopping: list[bool]) -> None:
     """Accept connections, a child process for each, until asked to stop; then wait for the children."""
-    # The library's serve_forever() cannot be stopped from the thread that runs
-    # it, and running it in a second thread would mean forking a process that
-    # has two threads: the child gets a copy of every lock but only one thread,
-    # the forking one. We drive the library's loop one step at a time instead.
+    # Not the library's serve_forever() in a second thread, as in socketserver_tcp.py: a process with two
+    # threads must not fork (the child gets every lock but one thread). We drive the loop a step at a time.
     while not stopping:
         server.handle_request()  # wait up to POLL_INTERVAL for a connection; fork a child for it
         server.service_actions()  # collect_children(): reap the children that have exited
@@ -68,9 +66,37 @@ def serve_forever(server: "Server", stopping: list[bool]) -> None:
     stop_children(server)
 
 
-class Server(socketserver.ForkingTCPServer):
-    """ForkingTCPServer with our backlog, our close, our delay and a bounded stop."""
+class RequestHandler(socketserver.BaseRequestHandler):
+    """Answer one connection completely; the server (self.server) closes it afterwards."""
 
+    def handle(self) -> None:
+        conn = self.request  # the connected socket: read and written as in sequential_sockets.py
+        try:
+            try:
+                method, path = parse_request_head(read_request_head(conn))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this process waits
+                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: each child has its own GIL
+                response = build_page_response(path)
+            except RequestError as error:
+                response = build_refusal(error.status)
+            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+            conn.sendall(response)
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
+
+
+class Server(socketserver.ForkingTCPServer):
+    """ForkingTCPServer (ForkingMixIn: a child process per connection) with our delay and a bounded stop."""
+
+    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
+        super().__init__(address, RequestHandler)  # each connection: RequestHandler(...).handle(), in a child
+        self.delay = delay
+        self.cpu_work = cpu_work
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
     allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
     timeout = POLL_INTERVAL  # how long handle_request() waits for a connection before returning
@@ -80,11 +106,6 @@ class Server(socketserver.ForkingTCPServer):
     # Kept at the library's default, max_children = 40: collect_children() blocks
     # the accept loop while 40 children are alive. It rarely bites: a child lives
     # only as long as its request.
-
-    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.cpu_work = cpu_work
 
     def finish_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         # Runs in the child: ForkingMixIn forks first. The library leaves the
@@ -104,30 +125,7 @@ class Server(socketserver.ForkingTCPServer):
         if isinstance(sys.exc_info()[1], OSError):
             return  # reset or early close: this client is lost, the server goes on
         super().handle_error(request, client_address)  # a real bug: print the traceback
-
-
-class RequestHandler(socketserver.BaseRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    server: "Server"
-
-    def handle(self) -> None:
-        conn = self.request  # the connected socket: read and written as in sequential_sockets.py
-        try:
-            try:
-                method, path = parse_request_head(read_request_head(conn))
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(self.server.delay)  # the simulated database call: only this process waits
-                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: each child has its own GIL
-                response = build_page_response(path)
-            except RequestError as error:
-                response = build_refusal(error.status)
-            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
-            conn.sendall(response)
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-# --8<-- [end:model]
+    # --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -70,7 +70,7 @@ def start_workers(listener: socket.socket, delay: float, cpu_work: int, count: i
 def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
     """Fork one worker; return its process id (in the parent). The worker never returns."""
     parent = os.getpid()
-    pid = fork_holding_stop_signals()  # os.fork(), with care (see the supervision section)
+    pid = fork_holding_stop_signals()  # os.fork(), holding stop signals back (see the supervision below)
     if pid:
         return pid  # in the parent: back to supervising
     run_worker(listener, delay, cpu_work, parent)  # in the child: serve until stopped, then exit
@@ -78,7 +78,7 @@ def start_worker(listener: socket.socket, delay: float, cpu_work: int) -> int:
 
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
                   parent: int) -> None:
-    """In a worker: accept and answer connections one by one until asked to stop."""
+    """In a worker: accept and answer connections one by one (sequential_sockets.py's handle_request) until stopped."""
     listener.settimeout(POLL_INTERVAL)
     while not stopping and not orphaned(parent):  # a worker whose parent died stops too
         try:
@@ -88,30 +88,10 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         except TimeoutError:
             continue
         handle_request(conn, delay, cpu_work)  # this worker's next client waits; the other workers do not
-
-
-def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
-    """Answer one connection completely, then close it."""
-    try:
-        try:
-            method, path = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
-            response = build_page_response(path)
-        except RequestError as error:
-            response = build_refusal(error.status)
-        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
-        conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
 # --8<-- [end:model]
 
 
-# --8<-- [start:supervision]
+# --8<-- [start:armour]
 def fork_holding_stop_signals() -> int:
     """os.fork() with SIGINT/SIGTERM held back across it; the child releases them in run_worker."""
     # A stop signal that reached the child before it set its own handler would
@@ -205,10 +185,30 @@ def stop_workers(workers: set[int]) -> None:
     for pid in list(workers):
         os.waitpid(pid, 0)  # no zombies left behind
     workers.clear()
-# --8<-- [end:supervision]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]
+def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            method, path = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            time.sleep(delay)  # the simulated database call: only this process waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each process has its own GIL
+            response = build_page_response(path)
+        except RequestError as error:
+            response = build_refusal(error.status)
+        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+
+
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
 
 

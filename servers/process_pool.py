@@ -60,32 +60,6 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 
 
 # --8<-- [start:model]
-def start_workers(listener: socket.socket, count: int, delay: float,
-                  cpu_work: int) -> tuple[socket.socket, list[int]]:
-    """Fork the pool; return the parent's end of the queue and the workers' pids."""
-    # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
-    # one reader, so the workers can share one end of the pair as a queue.
-    parent_end, jobs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    workers = []
-    for _ in range(count):
-        pid = os.fork()
-        if pid == 0:
-            run_worker(listener, parent_end, jobs, delay, cpu_work)  # never returns
-        workers.append(pid)
-    jobs.close()  # the parent only sends
-    parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
-    return parent_end, workers
-
-
-def work(jobs: socket.socket, delay: float, cpu_work: int) -> None:
-    """In a worker: take connections from the queue and answer them, one by one, until it closes."""
-    while True:
-        _, fds, _, _ = socket.recv_fds(jobs, 1, 1)  # waits for a connection, or for the end of the queue
-        if not fds:
-            return  # the parent closed its end and the queue is empty: time to go
-        handle_request(socket.socket(fileno=fds[0]), delay, cpu_work)
-
-
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool],
                   workers: int) -> None:
     """Start the pool, then accept connections and queue them for it until asked to stop."""
@@ -96,12 +70,36 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
             conn, _ = listener.accept()
         except TimeoutError:
             continue
-        hand_over(queue, conn, stopping)
+        hand_over(queue, conn, stopping)  # socket.send_fds: the kernel copies the descriptor into the queue
     listener.close()  # stop accepting: new clients are refused, not left in the backlog
     queue.close()  # the workers answer what is queued, then read the end of the queue and exit
     stop_workers(pids)
 
 
+def start_workers(listener: socket.socket, count: int, delay: float, cpu_work: int) -> tuple[socket.socket, list[int]]:
+    """Fork the pool; return the parent's end of the queue and the workers' pids."""
+    # SOCK_SEQPACKET keeps each message whole and gives every message to exactly
+    # one reader, so the workers can share one end of the pair as a queue.
+    parent_end, jobs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    workers = []
+    for _ in range(count):
+        if (pid := os.fork()) == 0:
+            run_worker(listener, parent_end, jobs, delay, cpu_work)  # never returns
+        workers.append(pid)
+    jobs.close()  # the parent only sends
+    parent_end.settimeout(POLL_INTERVAL)  # a full queue must not hide a stop from us
+    return parent_end, workers
+
+
+def work(jobs: socket.socket, delay: float, cpu_work: int) -> None:
+    """In a worker: take connections from the queue and answer them, one by one, until it closes."""
+    # recv_fds waits for a connection; none means the parent closed its end and the queue is empty: time to go.
+    while fds := socket.recv_fds(jobs, 1, 1)[1]:
+        handle_request(socket.socket(fileno=fds[0]), delay, cpu_work)  # sequential_sockets.py's
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
 def hand_over(queue: socket.socket, conn: socket.socket, stopping: list[bool]) -> None:
     """Put a connection in the queue, then close the parent's copy of it."""
     try:
@@ -116,8 +114,10 @@ def hand_over(queue: socket.socket, conn: socket.socket, stopping: list[bool]) -
                     return  # we are stopping and nobody can take it: this client is refused
     finally:
         conn.close()
+# --8<-- [end:armour]
 
 
+# --8<-- [start:plumbing]
 def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
     try:
@@ -125,8 +125,8 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
             method, path = parse_request_head(read_request_head(conn))
             if method != "GET":
                 raise RequestError(405)
-            time.sleep(delay)  # the simulated database call: only this worker waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: each worker has its own GIL and CPU
+            time.sleep(delay)  # the simulated database call: only this process waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: each process has its own GIL
             response = build_page_response(path)
         except RequestError as error:
             response = build_refusal(error.status)
@@ -136,10 +136,8 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
         pass  # timeout, reset or early close: this client is lost, the server goes on
     finally:
         close_gracefully(conn)
-# --8<-- [end:model]
 
 
-# --8<-- [start:plumbing]
 REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
 
 

@@ -56,48 +56,16 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 # --8<-- [start:model]
 def serve_forever(server: "Server", stopping: list[bool]) -> None:
     """Run the library's accept loop until asked to stop, then let it finish the request in flight."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
+    # In a thread of its own: shutdown() waits for this loop to return, and our signal handler needs main.
     accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
     accept_loop.start()
     while not stopping:
         time.sleep(POLL_INTERVAL)
-    # shutdown() has no timeout of its own: run it in a helper thread and wait
-    # for that one with ours. It returns once the request in flight is done.
-    stopper = threading.Thread(target=server.shutdown, daemon=True)
-    stopper.start()
-    stopper.join(SHUTDOWN_GRACE)
-
-
-class Server(socketserver.TCPServer):
-    """TCPServer with our backlog, our close and our delay."""
-
-    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
-    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
-
-    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.cpu_work = cpu_work
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
+    stop_server(server)
 
 
 class RequestHandler(socketserver.BaseRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    server: "Server"
+    """Answer one connection completely; the server (self.server) closes it afterwards."""
 
     def handle(self) -> None:
         conn = self.request  # the connected socket: read and written as in sequential_sockets.py
@@ -115,7 +83,42 @@ class RequestHandler(socketserver.BaseRequestHandler):
             conn.sendall(response)
         except OSError:
             pass  # timeout, reset or early close: this client is lost, the server goes on
-# --8<-- [end:model]
+
+
+class Server(socketserver.TCPServer):
+    """TCPServer (one connection at a time, in the loop's thread) with our delay."""
+
+    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
+        super().__init__(address, RequestHandler)  # each connection: RequestHandler(...).handle()
+        self.delay = delay
+        self.cpu_work = cpu_work
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
+    request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
+    allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+
+
+def stop_server(server: Server) -> None:
+    """Stop the loop once the request in flight is done, waiting SHUTDOWN_GRACE at most."""
+    # shutdown() has no timeout of its own: run it in a helper thread and wait
+    # for that one with ours. It returns once the request in flight is done.
+    # daemon=True: a client stuck past the grace period cannot keep the process alive.
+    stopper = threading.Thread(target=server.shutdown, daemon=True)
+    stopper.start()
+    stopper.join(SHUTDOWN_GRACE)
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -49,10 +49,8 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 
 # --8<-- [start:model]
 def serve_forever(httpd: "Server", stopping: list[bool]) -> None:
-    """Run the library's accept loop until asked to stop, then let it finish."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler.
+    """Run the library's accept loop (one request at a time) until asked to stop, then let it finish."""
+    # In a thread of its own: shutdown() waits for this loop to return, and our signal handler needs main.
     accept_loop = threading.Thread(target=httpd.serve_forever, args=(POLL_INTERVAL,))
     accept_loop.start()
     while not stopping:
@@ -61,34 +59,26 @@ def serve_forever(httpd: "Server", stopping: list[bool]) -> None:
     accept_loop.join()
 
 
-class Server(http.server.HTTPServer):
-    """HTTPServer with our backlog, our close and our delay."""
-
-    request_queue_size = BACKLOG  # the library's listen() backlog
-
-    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.cpu_work = cpu_work
-
-    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
-        # The library half-closes and closes at once; unread bytes (the rest of
-        # an oversized head) would then make the kernel send RST, and the
-        # client could lose our 431. Drain first, like the other designs.
-        close_gracefully(request)
-
-    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
-        if isinstance(sys.exc_info()[1], OSError):
-            return  # reset or early close: this client is lost, the server goes on
-        super().handle_error(request, client_address)  # a real bug: print the traceback
-
-
 class RequestHandler(http.server.BaseHTTPRequestHandler):
-    """Answer one connection completely; the library closes it afterwards."""
+    """Answer one connection completely; the library parses the request and calls do_GET, then closes."""
 
     # HTTP/1.1 on the status line, like the other designs; the Connection: close
     # header we send makes the library close after this one response anyway.
     protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
+        simulated_cpu_work(self.server.cpu_work)  # the simulated computation: nothing else runs meanwhile either
+        body, content_type = (BIG_BODY, "text/plain") if self.path == "/big" else (BODY, "text/html; charset=utf-8")
+        self.send_response(200)  # also sends Date (and Server)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")  # also tells the library to close afterwards
+        self.end_headers()
+        self.wfile.write(body)
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     # The library's default, HTTP/0.9, would send our 400 for a malformed
     # request line as a bare page without a status line.
     default_request_version = "HTTP/1.0"
@@ -115,22 +105,33 @@ class RequestHandler(http.server.BaseHTTPRequestHandler):
             return False
         return parsed
 
-    def do_GET(self) -> None:
-        time.sleep(self.server.delay)  # the simulated database call: nothing else runs meanwhile
-        simulated_cpu_work(self.server.cpu_work)  # the simulated computation: nothing else runs meanwhile either
-        body, content_type = (BIG_BODY, "text/plain") if self.path == "/big" else (BODY, "text/html; charset=utf-8")
-        self.send_response(200)  # also sends Date (and Server)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Connection", "close")  # also tells the library to close afterwards
-        self.end_headers()
-        self.wfile.write(body)
-
     def log_message(self, format: str, *args: object) -> None:
         # Silent on purpose: the library prints a line per request (and per
         # error) to stderr, which under load costs more than the answer itself.
         pass
-# --8<-- [end:model]
+
+
+class Server(http.server.HTTPServer):
+    """HTTPServer with our backlog, our close and our delay."""
+
+    request_queue_size = BACKLOG  # the library's listen() backlog
+
+    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
+        super().__init__(address, RequestHandler)
+        self.delay = delay
+        self.cpu_work = cpu_work
+
+    def shutdown_request(self, request: socket.socket) -> None:  # type: ignore[override]
+        # The library half-closes and closes at once; unread bytes (the rest of
+        # an oversized head) would then make the kernel send RST, and the
+        # client could lose our 431. Drain first, like the other designs.
+        close_gracefully(request)
+
+    def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
+        if isinstance(sys.exc_info()[1], OSError):
+            return  # reset or early close: this client is lost, the server goes on
+        super().handle_error(request, client_address)  # a real bug: print the traceback
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

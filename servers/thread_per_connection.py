@@ -58,18 +58,10 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         except TimeoutError:
             continue
         handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
-        # daemon=True: a stuck client cannot keep the process alive past the grace period.
         handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work), daemon=True)
-        try:
-            handler.start()  # the accept loop goes straight back to accept()
-        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
-            conn.close()  # this client is refused; the server and the clients it has go on
-            continue
-        handlers.append(handler)
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for handler in handlers:
-        handler.join(max(0.0, deadline - time.monotonic()))
+        if start_or_refuse(handler, conn):  # started: the accept loop goes straight back to accept()
+            handlers.append(handler)
+    stop_handlers(listener, handlers)
 
 
 def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
@@ -91,6 +83,29 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     finally:
         close_gracefully(conn)
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def start_or_refuse(handler: threading.Thread, conn: socket.socket) -> bool:
+    """Start a connection's thread; if no thread can be started, refuse that client and go on."""
+    try:
+        handler.start()
+    except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+        conn.close()  # this client is refused; the server and the clients it has go on
+        return False
+    return True
+
+
+def stop_handlers(listener: socket.socket, handlers: list[threading.Thread]) -> None:
+    """Stop accepting, then give the requests in flight SHUTDOWN_GRACE to finish.
+
+    The threads are daemons: one stuck on a client past the grace period cannot keep the process alive.
+    """
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for handler in handlers:
+        handler.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

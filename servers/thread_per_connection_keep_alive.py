@@ -71,14 +71,55 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         except TimeoutError:
             continue
         handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
-        # daemon=True: a stuck client cannot keep the process alive past the grace period.
         handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, stopping), daemon=True)
-        try:
-            handler.start()  # the accept loop goes straight back to accept()
-        except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
-            conn.close()  # this client is refused; the server and the clients it has go on
-            continue
-        handlers.append((handler, conn))
+        if start_or_refuse(handler, conn):  # started: the accept loop goes straight back to accept()
+            handlers.append((handler, conn))
+    stop_handlers(listener, handlers)
+
+
+def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
+    """Answer requests on one connection until the client or a timeout ends it, then close it."""
+    try:
+        received = bytearray()  # bytes read past the current head: the start of the next request
+        keep_alive = True
+        while keep_alive and not stopping:
+            try:
+                if (head := read_request_head(conn, received)) is None:
+                    break  # the client closed (or went idle too long) between two requests
+                method, target, keep_alive = parse_request_head(head)
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(delay)  # the simulated database call: only this thread waits
+                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+                response = build_page_response(target, keep_alive and not stopping)  # a stopping server says so
+            except RequestError as error:
+                keep_alive = False  # what follows a refused head cannot be trusted to be a request
+                response = build_refusal(error.status)
+            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+            conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def start_or_refuse(handler: threading.Thread, conn: socket.socket) -> bool:
+    """Start a connection's thread; if no thread can be started, refuse that client and go on."""
+    try:
+        handler.start()
+    except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+        conn.close()  # this client is refused; the server and the clients it has go on
+        return False
+    return True
+
+
+def stop_handlers(listener: socket.socket, handlers: list[tuple[threading.Thread, socket.socket]]) -> None:
+    """Stop accepting, wake the idle connections, then give the requests in flight SHUTDOWN_GRACE to finish.
+
+    The threads are daemons: one stuck on a client past the grace period cannot keep the process alive.
+    """
     listener.close()  # stop accepting: new clients are refused, not left in the backlog
     for handler, conn in handlers:
         try:
@@ -90,36 +131,16 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         handler.join(max(0.0, deadline - time.monotonic()))
 
 
-def handle_connection(conn: socket.socket, delay: float, cpu_work: int, stopping: list[bool]) -> None:
-    """Answer requests on one connection until the client or a timeout ends it, then close it."""
-    try:
-        received = bytearray()  # bytes read past the current head: the start of the next request
-        keep_alive = True
-        while keep_alive and not stopping:
-            try:
-                head = read_request_head(conn, received)
-                if head is None:
-                    break  # the client closed (or went idle too long) between two requests
-                method, target, keep_alive = parse_request_head(head)
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(delay)  # the simulated database call: only this thread waits
-                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-                keep_alive = keep_alive and not stopping  # a stopping server says so in its last answer
-                if target.partition(b"?")[0] == b"/big":
-                    response = build_response(200, b"x" * BIG_BYTES, keep_alive, "text/plain; charset=utf-8")
-                else:
-                    response = build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
-            except RequestError as error:
-                keep_alive = False  # what follows a refused head cannot be trusted to be a request
-                response = build_response(error.status, f"{error.status} {REASONS[error.status]}\n".encode(),
-                                          False, "text/plain; charset=utf-8")
-            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
-            conn.sendall(response)
-    except OSError:
-        pass  # timeout, reset or early close: this client is lost, the server goes on
-    finally:
-        close_gracefully(conn)
+def build_page_response(target: bytes, keep_alive: bool) -> bytes:
+    """The answer to a GET: the page, or GET /big's megabyte of text."""
+    if target.partition(b"?")[0] == b"/big":
+        return build_response(200, b"x" * BIG_BYTES, keep_alive, "text/plain; charset=utf-8")
+    return build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a refused head; the connection closes after it."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode(), False, "text/plain; charset=utf-8")
 
 
 def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
@@ -154,7 +175,7 @@ def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
     head = bytes(received[:end])
     del received[:end + 4]  # keep what follows: a pipelined next request
     return head
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

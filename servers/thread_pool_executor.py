@@ -70,19 +70,7 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
             pending = [(task, client) for task, client in pending if not task.done()]  # forget finished ones
             # submit returns at once: a free thread runs the task, or it waits in the queue.
             pending.append((executor.submit(handle_request, conn, delay, cpu_work), conn))
-        listener.close()  # stop accepting: new clients are refused, not left in the backlog
-        concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
-        for task, conn in pending:
-            if task.cancel():
-                conn.close()  # still queued, out of grace: it will never run
-            elif not task.done():
-                # Running, out of grace. The executor's threads cannot be
-                # abandoned (the interpreter joins them at exit), so end the
-                # conversation: every recv or send on it now returns at once.
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # it closed in the meantime
+        stop_pending(listener, pending)  # then leaving the with block waits for the running ones
 
 
 def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
@@ -104,6 +92,25 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     finally:
         close_gracefully(conn)
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def stop_pending(listener: socket.socket, pending: list[tuple[concurrent.futures.Future[None], socket.socket]]) -> None:
+    """Stop accepting, give the tasks SHUTDOWN_GRACE, then cancel the queued ones and cut the running ones short."""
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    concurrent.futures.wait([task for task, _ in pending], timeout=SHUTDOWN_GRACE)
+    for task, conn in pending:
+        if task.cancel():
+            conn.close()  # still queued, out of grace: it will never run
+        elif not task.done():
+            # Running, out of grace. The executor's threads cannot be
+            # abandoned (the interpreter joins them at exit), so end the
+            # conversation: every recv or send on it now returns at once.
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # it closed in the meantime
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

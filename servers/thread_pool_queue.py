@@ -58,7 +58,6 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool], threads: int) -> None:
     """Accept connections and queue them for the pool until asked to stop."""
     connections: queue.Queue[socket.socket | None] = queue.Queue(maxsize=QUEUE_LIMIT)
-    # daemon=True: a stuck client cannot keep the process alive past the grace period.
     workers = [threading.Thread(target=work, args=(connections, delay, cpu_work), daemon=True) for _ in range(threads)]
     for worker in workers:
         worker.start()
@@ -68,33 +67,13 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
             conn, _ = listener.accept()
         except TimeoutError:
             continue
-        while True:  # wait for room in the queue, but keep looking at the stop flag
-            try:
-                connections.put(conn, timeout=POLL_INTERVAL)
-                break
-            except queue.Full:
-                if stopping:
-                    conn.close()  # never queued, never started: nothing in flight to protect
-                    break
-    listener.close()  # stop accepting: new clients are refused, not left in the backlog
-    # One sentinel per worker, after the connections already queued: those are answered first.
-    # put() may wait for room while the queue is full, but never past the shared deadline.
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for _ in workers:
-        try:
-            connections.put(None, timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Full:
-            break  # out of grace: the workers still busy are abandoned
-    for worker in workers:
-        worker.join(max(0.0, deadline - time.monotonic()))
+        enqueue(connections, conn, stopping)  # waits while the queue is full: the backlog fills instead
+    stop_workers(listener, connections, workers)
 
 
 def work(connections: queue.Queue[socket.socket | None], delay: float, cpu_work: int) -> None:
-    """In a worker thread: answer connections from the queue until it hands us None."""
-    while True:
-        conn = connections.get()  # sleeps until there is work: an idle pool costs nothing
-        if conn is None:
-            return  # the stop sentinel: one per thread, queued behind the real work
+    """In a worker thread: answer connections from the queue until it hands us None, the stop sentinel."""
+    while (conn := connections.get()) is not None:  # sleeps until there is work: an idle pool costs nothing
         handle_request(conn, delay, cpu_work)
 
 
@@ -117,6 +96,39 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     finally:
         close_gracefully(conn)
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def enqueue(connections: queue.Queue[socket.socket | None], conn: socket.socket, stopping: list[bool]) -> None:
+    """Wait for room in the queue, but keep looking at the stop flag."""
+    while True:
+        try:
+            connections.put(conn, timeout=POLL_INTERVAL)
+            return
+        except queue.Full:
+            if stopping:
+                conn.close()  # never queued, never started: nothing in flight to protect
+                return
+
+
+def stop_workers(listener: socket.socket, connections: queue.Queue[socket.socket | None],
+                 workers: list[threading.Thread]) -> None:
+    """Stop accepting, let the workers answer what is queued, and give them SHUTDOWN_GRACE in all.
+
+    The threads are daemons: one stuck on a client past the grace period cannot keep the process alive.
+    """
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    # One sentinel per worker, after the connections already queued: those are answered first.
+    # put() may wait for room while the queue is full, but never past the shared deadline.
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for _ in workers:
+        try:
+            connections.put(None, timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            break  # out of grace: the workers still busy are abandoned
+    for worker in workers:
+        worker.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

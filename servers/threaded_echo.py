@@ -51,23 +51,47 @@ TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 # --8<-- [start:model]
 def serve_forever(server: "Server", stopping: list[bool]) -> None:
     """Run the library's accept loop until asked to stop, then give replies in flight SHUTDOWN_GRACE."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
+    # In a thread of its own: shutdown() waits for this loop to return, and our signal handler needs main.
     accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
     accept_loop.start()
     while not stopping:
         time.sleep(POLL_INTERVAL)
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
-    server.shutdown()  # quick here: the loop only accepts, so it never holds a connection
-    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
-    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+    stop_server(server)
+
+
+class RequestHandler(socketserver.StreamRequestHandler):
+    """Answer one connection's line; the server (self.server) closes the connection afterwards."""
+
+    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
+
+    def handle(self) -> None:
+        try:
+            # readline waits for the newline however the bytes arrive; one byte past the cap means too long.
+            line = self.rfile.readline(MAX_LINE_BYTES + 1)
+            if len(line) > MAX_LINE_BYTES:
+                reply = TOO_LONG
+            elif not line.endswith(b"\n"):
+                return  # the client closed before its newline: nothing to answer
+            else:
+                time.sleep(self.server.delay)  # the simulated I/O: only this thread waits
+                reply = upper_case(line)
+            self.wfile.write(reply)  # unbuffered (wbufsize = 0): this is a sendall
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
 
 
 class Server(socketserver.ThreadingTCPServer):
-    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
+    """ThreadingTCPServer (ThreadingMixIn: a new thread per connection) with our delay and a bounded stop."""
 
+    def __init__(self, address: tuple[str, int], delay: float, backlog: int = BACKLOG) -> None:
+        self.request_queue_size = backlog  # the library's listen() backlog (its default is 5), used below
+        super().__init__(address, RequestHandler)  # each connection: RequestHandler(...).handle(), in its thread
+        self.delay = delay
+        self.in_flight = 0  # connections accepted and not yet closed; several threads change it: under the lock
+        self.idle = threading.Condition()
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
     # The library's defaults are daemon_threads = False and block_on_close = True:
     # server_close() then joins every handler thread with no time limit, and the
@@ -76,13 +100,6 @@ class Server(socketserver.ThreadingTCPServer):
     # we count ourselves give the stop a deadline instead.
     daemon_threads = True
     block_on_close = False
-
-    def __init__(self, address: tuple[str, int], delay: float, backlog: int = BACKLOG) -> None:
-        self.request_queue_size = backlog  # the library's listen() backlog (its default is 5), used below
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.in_flight = 0  # connections accepted and not yet closed; several threads change it: under the lock
-        self.idle = threading.Condition()
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         with self.idle:
@@ -111,28 +128,13 @@ class Server(socketserver.ThreadingTCPServer):
         super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
-class RequestHandler(socketserver.StreamRequestHandler):
-    """Answer one connection's line; the server closes the connection afterwards."""
-
-    timeout = CLIENT_TIMEOUT  # StreamRequestHandler.setup() applies it to the socket
-    server: "Server"
-
-    def handle(self) -> None:
-        try:
-            # readline waits for a newline however the bytes arrive, and stops
-            # one byte past the cap: that extra byte is how we know a line is too long.
-            line = self.rfile.readline(MAX_LINE_BYTES + 1)
-            if len(line) > MAX_LINE_BYTES:
-                reply = TOO_LONG
-            elif not line.endswith(b"\n"):
-                return  # the client closed before its newline: nothing to answer
-            else:
-                time.sleep(self.server.delay)  # the simulated I/O: only this thread waits
-                reply = upper_case(line)
-            self.wfile.write(reply)  # unbuffered (wbufsize = 0): this is a sendall
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-# --8<-- [end:model]
+def stop_server(server: Server) -> None:
+    """Stop accepting, then wait for the connections in flight, SHUTDOWN_GRACE at most."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a connection
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -54,23 +54,47 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 # --8<-- [start:model]
 def serve_forever(server: "Server", stopping: list[bool]) -> None:
     """Run the library's accept loop until asked to stop, then give requests in flight SHUTDOWN_GRACE."""
-    # The library's loop runs in a second thread because its shutdown() waits
-    # for that loop to return: called from the loop's own thread it would wait
-    # forever. The main thread stays free to run our signal handler. daemon=True:
-    # a client stuck past the grace period cannot keep the process alive.
+    # In a thread of its own: shutdown() waits for this loop to return, and our signal handler needs main.
     accept_loop = threading.Thread(target=server.serve_forever, args=(POLL_INTERVAL,), daemon=True)
     accept_loop.start()
     while not stopping:
         time.sleep(POLL_INTERVAL)
-    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
-    server.shutdown()  # quick here: the loop only accepts, so it never holds a request
-    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
-    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+    stop_server(server)
+
+
+class RequestHandler(socketserver.BaseRequestHandler):
+    """Answer one connection completely; the server (self.server) closes it afterwards."""
+
+    def handle(self) -> None:
+        conn = self.request  # the connected socket: read and written as in sequential_sockets.py
+        try:
+            try:
+                method, path = parse_request_head(read_request_head(conn))
+                if method != "GET":
+                    raise RequestError(405)
+                time.sleep(self.server.delay)  # the simulated database call: only this thread waits
+                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: holds the GIL meanwhile
+                response = build_page_response(path)
+            except RequestError as error:
+                response = build_refusal(error.status)
+            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+            conn.sendall(response)
+        except OSError:
+            pass  # timeout, reset or early close: this client is lost, the server goes on
 
 
 class Server(socketserver.ThreadingTCPServer):
-    """ThreadingTCPServer with our backlog, our close, our delay and a bounded stop."""
+    """ThreadingTCPServer (ThreadingMixIn: a new thread per connection) with our delay and a bounded stop."""
 
+    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
+        super().__init__(address, RequestHandler)  # each connection: RequestHandler(...).handle(), in its thread
+        self.delay = delay
+        self.cpu_work = cpu_work
+        self.in_flight = 0  # requests accepted and not yet closed; several threads change it: under the lock
+        self.idle = threading.Condition()
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     request_queue_size = BACKLOG  # the library's listen() backlog (its default is 5)
     allow_reuse_address = True  # SO_REUSEADDR, as socket.create_server sets it: restart without waiting
     # The library's defaults are daemon_threads = False and block_on_close = True:
@@ -80,13 +104,6 @@ class Server(socketserver.ThreadingTCPServer):
     # we count ourselves give the stop a deadline instead.
     daemon_threads = True
     block_on_close = False
-
-    def __init__(self, address: tuple[str, int], delay: float, cpu_work: int) -> None:
-        super().__init__(address, RequestHandler)
-        self.delay = delay
-        self.cpu_work = cpu_work
-        self.in_flight = 0  # requests accepted and not yet closed; several threads change it: under the lock
-        self.idle = threading.Condition()
 
     def process_request(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         with self.idle:
@@ -115,28 +132,13 @@ class Server(socketserver.ThreadingTCPServer):
         super().handle_error(request, client_address)  # a real bug: print the traceback
 
 
-class RequestHandler(socketserver.BaseRequestHandler):
-    """Answer one connection completely; the server closes it afterwards."""
-
-    server: "Server"
-
-    def handle(self) -> None:
-        conn = self.request  # the connected socket: read and written as in sequential_sockets.py
-        try:
-            try:
-                method, path = parse_request_head(read_request_head(conn))
-                if method != "GET":
-                    raise RequestError(405)
-                time.sleep(self.server.delay)  # the simulated database call: only this thread waits
-                simulated_cpu_work(self.server.cpu_work)  # the simulated computation: holds the GIL meanwhile
-                response = build_page_response(path)
-            except RequestError as error:
-                response = build_refusal(error.status)
-            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
-            conn.sendall(response)
-        except OSError:
-            pass  # timeout, reset or early close: this client is lost, the server goes on
-# --8<-- [end:model]
+def stop_server(server: Server) -> None:
+    """Stop accepting, then wait for the requests in flight, SHUTDOWN_GRACE at most."""
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline for the whole stop
+    server.shutdown()  # quick here: the loop only accepts, so it never holds a request
+    server.socket.close()  # stop accepting: new clients are refused, not left in the backlog
+    server.wait_until_idle(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]
