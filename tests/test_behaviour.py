@@ -1,7 +1,10 @@
 """The behaviour suite: every HTTP design in the catalogue keeps the server contract.
 
-Each test starts the design the way the harness does (its own process group, a
-free loopback port) and always stops it. Timing claims use generous bounds: they
+Each design is started the way the harness does (its own process group, a free
+loopback port) and always stopped. The request tests share one running server per
+design (`serving`): each leaves it serving, and checks that the one before did too;
+starting a server for each of them used to be most of this suite's time. The tests
+that stop or load a server start their own. Timing claims use generous bounds: they
 assert which side of the line a design is on, not how fast it is.
 """
 
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -33,38 +37,53 @@ def request_with_headers(extra: bytes = b"") -> bytes:
     return b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" + extra + b"\r\n"
 
 
-def test_get_root_answers_the_page_with_correct_headers(http_design: Design, tmp_path) -> None:
-    with started(http_design, tmp_path) as server:
-        response = probe.get(server.host, server.port)
+@pytest.fixture(scope="module", params=HTTP_DESIGNS, ids=lambda design: design.name)
+def serving(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Design, processes.RunningServer]]:
+    """One running server per design for the request tests; each test finds it alive and leaves it so."""
+    design = request.param
+    with started(design, tmp_path_factory.mktemp(design.name)) as server:
+        yield design, server
+
+
+def alive(serving: tuple[Design, processes.RunningServer]) -> processes.RunningServer:
+    design, server = serving
+    assert server.alive(), f"{design.name} had stopped before this test: see the test before it"
+    return server
+
+
+def test_get_root_answers_the_page_with_correct_headers(serving) -> None:
+    server = alive(serving)
+    response = probe.get(server.host, server.port)
     assert probe.http_problems(response) == []
     assert EXPECTED_BODY_MARK in response.body
 
 
-def test_a_request_sent_one_byte_at_a_time_gets_the_same_answer(http_design: Design, tmp_path) -> None:
+def test_a_request_sent_one_byte_at_a_time_gets_the_same_answer(serving) -> None:
+    server = alive(serving)
     request = request_with_headers()
-    with started(http_design, tmp_path) as server:
-        whole = probe.parse_response(probe.exchange(server.host, server.port, request))
-        trickled = probe.parse_response(
-            probe.exchange(server.host, server.port, [bytes([byte]) for byte in request], pause=0.002))
+    whole = probe.parse_response(probe.exchange(server.host, server.port, request))
+    trickled = probe.parse_response(
+        probe.exchange(server.host, server.port, [bytes([byte]) for byte in request], pause=0.002))
     assert trickled.status == whole.status == 200
     assert trickled.body == whole.body
 
 
-def test_a_20_kib_header_block_is_answered(http_design: Design, tmp_path) -> None:
-    with started(http_design, tmp_path) as server:
-        response = probe.parse_response(probe.exchange(server.host, server.port, request_with_headers(header_block(20))))
+def test_a_20_kib_header_block_is_answered(serving) -> None:
+    server = alive(serving)
+    response = probe.parse_response(probe.exchange(server.host, server.port, request_with_headers(header_block(20))))
     assert response.status == 200
     assert EXPECTED_BODY_MARK in response.body
 
 
-def test_a_70_kib_header_block_is_refused_and_the_client_can_read_why(http_design: Design, tmp_path) -> None:
+def test_a_70_kib_header_block_is_refused_and_the_client_can_read_why(serving) -> None:
     """431 for our designs; a real server's own status where its catalogue entry documents one."""
-    with started(http_design, tmp_path) as server:
-        # A reset instead of a graceful close would raise ConnectionResetError here.
-        raw = probe.exchange(server.host, server.port, request_with_headers(header_block(70)))
-        assert server.alive()
-        after = probe.get(server.host, server.port)
-    assert probe.parse_response(raw).status == http_design.oversized_head_status
+    design, server = serving[0], alive(serving)
+    # A reset instead of a graceful close would raise ConnectionResetError here.
+    raw = probe.exchange(server.host, server.port, request_with_headers(header_block(70)))
+    assert server.alive()
+    after = probe.get(server.host, server.port)
+    assert probe.parse_response(raw).status == design.oversized_head_status
     assert after.status == 200  # one bad client does not break the server
 
 
@@ -74,21 +93,22 @@ HTTP09_ANSWER = 0  # in a catalogue's malformed_request_status: answered as HTTP
 
 
 @pytest.mark.parametrize("case", list(MALFORMED_LINES))
-def test_a_malformed_request_line_gets_400(http_design: Design, tmp_path, case: str) -> None:
+def test_a_malformed_request_line_gets_400(serving, case: str) -> None:
     """400 for our designs; a real server's own answer where its catalogue entry documents one."""
-    expected = http_design.malformed_request_status.get(case, 400)
-    with started(http_design, tmp_path) as server:
-        raw = probe.exchange(server.host, server.port, MALFORMED_LINES[case])
+    design, server = serving[0], alive(serving)
+    expected = design.malformed_request_status.get(case, 400)
+    raw = probe.exchange(server.host, server.port, MALFORMED_LINES[case])
+    assert server.alive()
     if expected == HTTP09_ANSWER:
         assert not raw.startswith(b"HTTP/") and EXPECTED_BODY_MARK in raw
     else:
         assert probe.parse_response(raw).status == expected
 
 
-def test_a_method_other_than_get_is_refused(http_design: Design, tmp_path) -> None:
+def test_a_method_other_than_get_is_refused(serving) -> None:
+    server = alive(serving)
     request = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello"
-    with started(http_design, tmp_path) as server:
-        response = probe.parse_response(probe.exchange(server.host, server.port, request))
+    response = probe.parse_response(probe.exchange(server.host, server.port, request))
     assert response.status in (405, 501)
 
 
