@@ -287,3 +287,20 @@ def test_linkchecker_finds_no_broken_internal_link_or_anchor(site_url: str, tmp_
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "0 errors found" in result.stdout, result.stdout[-2000:]
+
+
+def test_pointing_at_a_glossary_word_shows_its_tooltip(browser: object, site_url: str) -> None:
+    """Words defined in docs/glossary.md get Material's tooltip (content.tooltips), not only the browser's title."""
+    context = browser.new_context(viewport={"width": WIDE, "height": 900})  # not `page`: it waits for every visit
+    try:
+        page = context.new_page()
+        page.goto(site_url + "cpu-bound/")
+        word = page.locator("article p abbr", has_text="GIL").first
+        title = word.get_attribute("title")  # Material moves it into its own tooltip on hover
+        assert title, "no glossary tooltip on the word GIL (scripts/glossary_hook.py)"
+        word.hover()
+        tooltip = page.locator(".md-tooltip2--active")
+        tooltip.wait_for(timeout=5_000)
+        assert tooltip.inner_text().strip() == title
+    finally:
+        context.close()
