@@ -650,7 +650,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--head-timeout", type=float, default=HEAD_TIMEOUT, help="seconds for a whole request head")
     parser.add_argument("--body-timeout", type=float, default=BODY_TIMEOUT, help="seconds for a whole request body")

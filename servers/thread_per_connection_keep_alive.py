@@ -264,7 +264,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated work per request")
+    parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--keep-alive-timeout", type=float, default=KEEP_ALIVE_TIMEOUT,
                         help="seconds an idle connection is kept open between two requests")

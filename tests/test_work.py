@@ -73,6 +73,27 @@ def test_every_hand_written_http_design_takes_work_and_the_cpu_bound_scenario_us
     assert len(CATALOGUE.scenario("cpu-bound").designs) == 6
 
 
+def option_help(path: Path, option: str) -> str | None:
+    """The help text of `parser.add_argument(option, ...)` in a server file, or None if it has no such option."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == option):
+            return next((ast.literal_eval(keyword.value) for keyword in node.keywords if keyword.arg == "help"), "")
+    return None
+
+
+def test_delay_is_the_simulated_call_and_work_the_cpu_work_in_every_server_file() -> None:
+    """--delay and --work mean one thing each in every file: the help of --delay never calls it work."""
+    helps = {path.name: (option_help(path, "--delay"), option_help(path, "--work"))
+             for path in sorted((REPO_ROOT / "servers").glob("*.py"))}
+    assert sum(delay is not None for delay, _ in helps.values()) >= 20, helps  # the parse found the options
+    for name, (delay, work) in helps.items():
+        if delay is not None:
+            assert "simulated" in delay and "work" not in delay, f"{name}: --delay help {delay!r}"
+        if work is not None:
+            assert "CPU work" in work, f"{name}: --work help {work!r}"
+
+
 @pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)
 def test_server_command_adds_work_only_when_asked(design: Design, tmp_path: Path) -> None:
     without = launcher.server_command(design, 8000, 0.0, tmp_path)
