@@ -36,3 +36,18 @@ def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -
 @pytest.fixture(params=HTTP_DESIGNS, ids=lambda design: design.name)
 def http_design(request: pytest.FixtureRequest) -> Design:
     return request.param
+
+
+# `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
+# expensive module fixture stay on one worker, file by file; the docs' code blocks all stay on one
+# worker, in page order, because a page's servers listen on the fixed port 8000 its commands name.
+ONE_WORKER_FILES = {"test_browser.py", "test_hardened.py", "test_hostile.py", "test_server_files.py",
+                    "test_behaviour.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.suffix == ".md":
+            item.add_marker(pytest.mark.xdist_group("code-blocks"))
+        elif item.path.name in ONE_WORKER_FILES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
