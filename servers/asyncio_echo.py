@@ -54,44 +54,46 @@ TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 async def serve_forever(host: str, port: int, delay: float, backlog: int) -> None:
     """Serve until SIGINT/SIGTERM, then give the open connections SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
+    stopping = stop_on_signals(loop)  # an Event, set on SIGINT/SIGTERM
     connections: set[EchoProtocol] = set()
     server = await loop.create_server(lambda: EchoProtocol(delay, connections), host, port, backlog=backlog)
     host, port = server.sockets[0].getsockname()[:2]
     print(f"Serving on tcp://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-    sweeper = asyncio.create_task(close_overdue(connections))
+    sweeper = asyncio.create_task(close_overdue(connections))  # one sweep for every client's deadline
     await stopping.wait()
+    await stop_gracefully(loop, server, connections, sweeper)
 
-    # Stop accepting in two steps. server.close() alone can land between an accept
-    # and the setting up of its transport, which CPython answers with an
-    # AssertionError and a leaked socket (gh-109564). So: stop reading the
-    # listening socket, give the loop one turn to set up what it has accepted
-    # (each gets its EchoProtocol, which joins `connections`), then close.
-    for listener in server.sockets:
-        loop.remove_reader(listener.fileno())
-    await asyncio.sleep(0)
-    server.close()  # new clients are refused, not left in the backlog
-    if connections:
-        await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)
-    if connections:
-        late = list(connections)
-        for connection in late:
-            connection.transport.abort()  # out of grace: close at once, skip the polite drain
-        # abort() reports connection_lost (which cancels the task) on the loop's next turn.
-        await asyncio.wait([connection.closed for connection in late], timeout=1.0)
-    sweeper.cancel()
-    await asyncio.gather(sweeper, return_exceptions=True)
-    await server.wait_closed()
+
+async def simulated_io(line: bytes, delay: float) -> bytes:
+    """The slow part, as a coroutine: wait `delay` seconds without holding the loop, then upper-case."""
+    await asyncio.sleep(delay)  # a timer inside the loop: other connections run meanwhile
+    return upper_case(line)
 
 
 class EchoProtocol(asyncio.Protocol):
     """One connection: buffer until the newline, hand the slow part to a task, answer when it is done."""
 
+    def data_received(self, data: bytes) -> None:
+        line = self.take_line(data)  # None: no newline yet, past the line (discarded), or too long (refused)
+        if line is None:
+            return  # the loop calls us again with the next bytes
+        self.deadline = math.inf  # the wait from here on is ours, not the client's
+        self.work = self.loop.create_task(simulated_io(line, self.delay))  # starts on the loop's next turn
+        self.work.add_done_callback(self.send_reply)  # the loop calls it when the task has finished
+
+    def send_reply(self, work: "asyncio.Task[bytes]") -> None:
+        """The task's done-callback: answer with its result."""
+        if work.cancelled():
+            return  # the client left (connection_lost cancelled it), or the stop ran out of grace
+        try:
+            reply = work.result()
+        except Exception:
+            self.transport.abort()  # the work failed: drop the connection instead of leaving it hanging
+            raise  # ...and let the loop's exception handler log why
+        self.answer(reply)
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     def __init__(self, delay: float, connections: "set[EchoProtocol]") -> None:
         self.delay = delay
         self.connections = connections  # every open connection of the server, for a graceful stop
@@ -109,33 +111,21 @@ class EchoProtocol(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def take_line(self, data: bytes) -> bytes | None:
+        """Buffer what arrived; the line once its newline is in, else None (answering TOO_LONG past the cap)."""
         if self.work is not None or self.answered:
-            return  # past the line: read and discard, so closing sends FIN, not RST
+            return None  # past the line: read and discard, so closing sends FIN, not RST
         start = len(self.received)
         self.received += data
         end = self.received.find(b"\n", start)  # search only the new bytes: a trickled line stays linear
         if end == -1 and len(self.received) <= MAX_LINE_BYTES:
-            return  # not a whole line yet; the loop calls us again with the next bytes
+            return None  # not a whole line yet
         if end == -1 or end >= MAX_LINE_BYTES:
             self.answer(TOO_LONG)
-            return
-        self.deadline = math.inf  # the wait from here on is ours, not the client's
+            return None
         line = bytes(self.received[: end + 1])
         self.received.clear()
-        self.work = self.loop.create_task(simulated_io(line, self.delay))  # starts on the loop's next turn
-        self.work.add_done_callback(self.send_reply)  # the loop calls it when the task has finished
-
-    def send_reply(self, work: "asyncio.Task[bytes]") -> None:
-        """The task's done-callback: answer with its result."""
-        if work.cancelled():
-            return  # the client left (connection_lost cancelled it), or the stop ran out of grace
-        try:
-            reply = work.result()
-        except Exception:
-            self.transport.abort()  # the work failed: drop the connection instead of leaving it hanging
-            raise  # ...and let the loop's exception handler log why
-        self.answer(reply)
+        return line
 
     def answer(self, reply: bytes) -> None:
         """Send the reply, half-close, and give the client DRAIN_TIMEOUT to close its side."""
@@ -163,11 +153,40 @@ class EchoProtocol(asyncio.Protocol):
         self.closed.set_result(None)
 
 
-async def simulated_io(line: bytes, delay: float) -> bytes:
-    """The slow part, as a coroutine: wait `delay` seconds without holding the loop, then upper-case."""
-    await asyncio.sleep(delay)  # a timer inside the loop: other connections run meanwhile
-    return upper_case(line)
-# --8<-- [end:model]
+def stop_on_signals(loop: asyncio.AbstractEventLoop) -> asyncio.Event:
+    """An Event set on SIGINT/SIGTERM."""
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    return stopping
+
+
+async def stop_gracefully(loop: asyncio.AbstractEventLoop, server: asyncio.Server,
+                          connections: set[EchoProtocol], sweeper: asyncio.Task[None]) -> None:
+    """Stop accepting, give the open connections SHUTDOWN_GRACE to finish, abort the rest."""
+    # Stop accepting in two steps. server.close() alone can land between an accept
+    # and the setting up of its transport, which CPython answers with an
+    # AssertionError and a leaked socket (gh-109564). So: stop reading the
+    # listening socket, give the loop one turn to set up what it has accepted
+    # (each gets its EchoProtocol, which joins `connections`), then close.
+    for listener in server.sockets:
+        loop.remove_reader(listener.fileno())
+    await asyncio.sleep(0)
+    server.close()  # new clients are refused, not left in the backlog
+    if connections:
+        await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)
+    if connections:
+        late = list(connections)
+        for connection in late:
+            connection.transport.abort()  # out of grace: close at once, skip the polite drain
+        # abort() reports connection_lost (which cancels the task) on the loop's next turn.
+        await asyncio.wait([connection.closed for connection in late], timeout=1.0)
+    sweeper.cancel()
+    await asyncio.gather(sweeper, return_exceptions=True)
+    await server.wait_closed()
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -53,33 +53,18 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 # --8<-- [start:model]
 async def serve_forever(listener: socket.socket, delay: float, cpu_work: int) -> None:
     """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
+    stopping = stop_on_signals()  # an Event, set on SIGINT/SIGTERM
     handlers: set[asyncio.Task[None]] = set()
     acceptor = asyncio.create_task(accept_forever(listener, delay, cpu_work, handlers))
     await stopping.wait()
-
-    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
-    await asyncio.gather(acceptor, return_exceptions=True)
-    listener.close()  # new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
+    await stop_gracefully(acceptor, listener, handlers)
 
 
 async def accept_forever(listener: socket.socket, delay: float, cpu_work: int,
                          handlers: set[asyncio.Task[None]]) -> None:
     """Accept connections and start a task for each; runs until cancelled."""
-    loop = asyncio.get_running_loop()
     while True:
-        conn, _ = await loop.sock_accept(listener)  # the new socket is already non-blocking
+        conn, _ = await asyncio.get_running_loop().sock_accept(listener)  # the new socket is already non-blocking
         handler = asyncio.create_task(handle_request(conn, delay, cpu_work))
         handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
         handler.add_done_callback(handlers.discard)
@@ -87,7 +72,6 @@ async def accept_forever(listener: socket.socket, delay: float, cpu_work: int,
 
 async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
     """Answer one connection completely, then close it."""
-    loop = asyncio.get_running_loop()
     try:
         try:
             async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head
@@ -100,7 +84,7 @@ async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> No
         except RequestError as error:
             response = build_refusal(error.status)
         async with asyncio.timeout(SEND_TIMEOUT):  # one deadline for the whole answer
-            await loop.sock_sendall(conn, response)  # returns once the socket has taken every byte
+            await asyncio.get_running_loop().sock_sendall(conn, response)  # until the socket took every byte
     except OSError:
         pass  # timeout, reset or early close: this client is lost, the server goes on
     except asyncio.CancelledError:
@@ -108,6 +92,32 @@ async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> No
         raise
     await close_gracefully(conn)
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def stop_on_signals() -> asyncio.Event:
+    """An Event set on SIGINT/SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    return stopping
+
+
+async def stop_gracefully(acceptor: asyncio.Task[None], listener: socket.socket,
+                          handlers: set[asyncio.Task[None]]) -> None:
+    """Stop accepting; give the requests in flight SHUTDOWN_GRACE, then cancel the rest."""
+    acceptor.cancel()  # stop accepting: the pending sock_accept is withdrawn from the loop
+    await asyncio.gather(acceptor, return_exceptions=True)
+    listener.close()  # new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

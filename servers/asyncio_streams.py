@@ -51,13 +51,7 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 # --8<-- [start:model]
 async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
     """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    # add_signal_handler runs the callback inside the loop, between two other
-    # callbacks, so it may touch loop objects such as this Event.
-    loop.add_signal_handler(signal.SIGINT, stopping.set)
-    loop.add_signal_handler(signal.SIGTERM, stopping.set)
-
+    stopping = stop_on_signals()  # an Event, set on SIGINT/SIGTERM
     handlers: set[asyncio.Task[None]] = set()
 
     def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -69,14 +63,7 @@ async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> No
     host, port = server.sockets[0].getsockname()[:2]
     print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
     await stopping.wait()
-
-    server.close()  # stop accepting: new clients are refused, not left in the backlog
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
-    await server.wait_closed()
+    await stop_gracefully(server, handlers)
 
 
 async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
@@ -103,6 +90,30 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         raise
     await close_gracefully(reader, writer)
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def stop_on_signals() -> asyncio.Event:
+    """An Event set on SIGINT/SIGTERM."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    # add_signal_handler runs the callback inside the loop, between two other
+    # callbacks, so it may touch loop objects such as this Event.
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    return stopping
+
+
+async def stop_gracefully(server: asyncio.Server, handlers: set[asyncio.Task[None]]) -> None:
+    """Stop accepting; give the requests in flight SHUTDOWN_GRACE, then cancel the rest."""
+    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+    await server.wait_closed()
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

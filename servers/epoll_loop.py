@@ -27,6 +27,8 @@ closes connections whose head is not in after HEAD_TIMEOUT), partial sends, and 
 more than we read (we half-close and drain instead of resetting).
 """
 
+from __future__ import annotations
+
 import argparse
 import email.utils
 import heapq
@@ -65,38 +67,41 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     with select.epoll() as epoll:
         loop = Loop(epoll, delay, cpu_work)
         epoll.register(listener_fd, select.EPOLLIN)
-        stop_deadline = None
-        while True:
-            if stopping and stop_deadline is None:
-                epoll.unregister(listener_fd)
-                listener.close()  # stop accepting: new clients are refused, not left in the backlog
-                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
-            if stop_deadline is not None and (not loop.in_flight() or time.monotonic() > stop_deadline):
-                break
-            for fd, _ in epoll.poll(poll_timeout(loop)):
+        stop = GracefulStop(stopping, epoll, listener)
+        while not stop.done(in_flight=loop.in_flight()):
+            for fd, _ in epoll.poll(poll_timeout(loop)):  # only the ready sockets; never past the next timer
                 if fd == listener_fd:
                     accept_connections(loop, listener)
-                    continue
-                connection = loop.watched.get(fd)
-                if connection is None:
-                    continue  # closed earlier in this same batch of events
-                # Act on the connection's state, not on the event bits: an event
-                # may belong to a socket closed earlier in this batch whose
-                # number a new connection has already taken.
-                if connection.outgoing:
-                    send_response(loop, connection)
-                elif connection.draining:
-                    drain(loop, connection)
-                else:
-                    handle_request(loop, connection)
+                elif fd in loop.watched:  # not closed earlier in this same batch of events
+                    on_ready(loop, loop.watched[fd])  # by its state, not the event bits: send, drain or read
             fire_due_timers(loop)
             close_idle(loop)
-        for connection in list(loop.watched.values()):
-            close_connection(loop, connection)  # out of grace: stop waiting for them
-        for _, _, connection in loop.timers:
-            connection.conn.close()
+        close_everything(loop)  # out of grace: stop waiting for them
 
 
+def handle_request(loop: Loop, connection: Connection) -> None:
+    """Take what the client sent; once its head is complete, start the call or answer at once."""
+    if not complete_request(loop, connection):
+        return  # not all in yet (the rest comes in a later event), refused, or the client is gone
+    if loop.delay <= 0:  # no call to wait for
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))
+    else:  # the call is a timer in the heap, not a sleep; the socket leaves epoll while it waits
+        loop.unwatch(connection)  # (a client that half-closed would be reported readable on every turn)
+        heapq.heappush(loop.timers, (time.monotonic() + loop.delay, next(loop.tie_breaker), connection))
+
+
+def fire_due_timers(loop: Loop) -> None:
+    """The calls that are over: answer their clients."""
+    now = time.monotonic()
+    while loop.timers and loop.timers[0][0] <= now:
+        _, _, connection = heapq.heappop(loop.timers)
+        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        start_response(loop, connection, build_page_response(connection.path))
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
 class Connection:
     """What the loop remembers about one client between two events."""
 
@@ -138,6 +143,32 @@ class Loop:
         return bool(self.watched or self.timers)
 
 
+class GracefulStop:
+    """On the first signal, stop accepting; then give the requests in flight SHUTDOWN_GRACE to finish."""
+
+    def __init__(self, stopping: list[bool], epoll: select.epoll, listener: socket.socket) -> None:
+        self.stopping = stopping  # becomes non-empty on SIGINT/SIGTERM
+        self.epoll = epoll
+        self.listener = listener
+        self.deadline: float | None = None
+
+    def done(self, in_flight: bool) -> bool:
+        """Looked at once per turn of the loop: may the loop end now?"""
+        if self.stopping and self.deadline is None:
+            self.epoll.unregister(self.listener)
+            self.listener.close()  # stop accepting: new clients are refused, not left in the backlog
+            self.deadline = time.monotonic() + SHUTDOWN_GRACE
+        return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
+
+
+def close_everything(loop: Loop) -> None:
+    """Out of grace (or done): close what is still open, watched or waiting for its timer."""
+    for connection in list(loop.watched.values()):
+        close_connection(loop, connection)
+    for _, _, connection in loop.timers:
+        connection.conn.close()
+
+
 def accept_connections(loop: Loop, listener: socket.socket) -> None:
     """Accept every client waiting in the backlog and watch each for its request."""
     while True:
@@ -151,42 +182,37 @@ def accept_connections(loop: Loop, listener: socket.socket) -> None:
         loop.watch(Connection(conn), select.EPOLLIN)
 
 
-def handle_request(loop: Loop, connection: Connection) -> None:
-    """Take what the client sent; once its head is complete, start the call or answer the refusal."""
+def on_ready(loop: Loop, connection: Connection) -> None:
+    """Do the next step for a socket epoll reported, chosen by the connection's state.
+
+    Not by the event bits: an event may belong to a socket closed earlier in this
+    batch whose number a new connection has already taken.
+    """
+    if connection.outgoing:
+        send_response(loop, connection)
+    elif connection.draining:
+        drain(loop, connection)
+    else:
+        handle_request(loop, connection)
+
+
+def complete_request(loop: Loop, connection: Connection) -> bool:
+    """Read what has arrived: True once a GET's head is complete (answering refusals, closing lost clients)."""
     try:
         head = read_request_head(connection)
         if head is None:
-            return  # the rest of the head comes in a later event, before the same deadline
+            return False  # the rest of the head comes in a later event, before the same deadline
         method, connection.path = parse_request_head(head)
         if method != "GET":
             raise RequestError(405)
+        return True
     except RequestError as error:
-        refusal = build_refusal(error.status)
-        start_response(loop, connection, refusal)
-        return
+        start_response(loop, connection, build_refusal(error.status))
     except BlockingIOError:
-        return  # woken with nothing to read after all; wait for the next event
+        pass  # woken with nothing to read after all; wait for the next event
     except OSError:
         close_connection(loop, connection)  # reset or early close: this client is lost
-        return
-    if loop.delay <= 0:
-        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
-        start_response(loop, connection, build_page_response(connection.path))  # no call to wait for
-        return
-    # The simulated database call: a timer in the heap, not a sleep. The socket
-    # leaves epoll while it waits (the client has nothing to tell us now, and a
-    # client that half-closed would otherwise be reported readable on every turn).
-    loop.unwatch(connection)
-    heapq.heappush(loop.timers, (time.monotonic() + loop.delay, next(loop.tie_breaker), connection))
-
-
-def fire_due_timers(loop: Loop) -> None:
-    """The calls that are over: answer their clients."""
-    now = time.monotonic()
-    while loop.timers and loop.timers[0][0] <= now:
-        _, _, connection = heapq.heappop(loop.timers)
-        simulated_cpu_work(loop.cpu_work)  # the simulated computation, in the loop's thread: every connection waits
-        start_response(loop, connection, build_page_response(connection.path))
+    return False
 
 
 def start_response(loop: Loop, connection: Connection, response: bytes) -> None:
@@ -208,7 +234,7 @@ def send_response(loop: Loop, connection: Connection) -> None:
     connection.outgoing = connection.outgoing[sent:]
     if not connection.outgoing:
         close_gracefully(loop, connection)
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -45,6 +45,7 @@ import signal
 import socket
 import sys
 import time
+from typing import NoReturn
 
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
@@ -80,17 +81,25 @@ def open_listeners(host: str, port: int, sharing: str, count: int) -> list[socke
         return [socket.create_server((host, port), backlog=BACKLOG)]
     first = socket.create_server((host, port), backlog=BACKLOG, reuse_port=True)
     port = first.getsockname()[1]  # with --port 0, the others must join the port the first one got
-    return [first] + [socket.create_server((host, port), backlog=BACKLOG, reuse_port=True)
-                      for _ in range(count - 1)]
+    return [first] + [socket.create_server((host, port), backlog=BACKLOG, reuse_port=True) for _ in range(count - 1)]
+
+
+def start_worker(listener: socket.socket, others: list[socket.socket], delay: float, cpu_work: int) -> tuple[int, int]:
+    """Fork one worker on `listener`; return (its pid, the read end of its readiness pipe)."""
+    ready_read, ready_write = os.pipe()
+    pid = os.fork()  # the parent blocks every signal it handles, so the child starts with them blocked too
+    if pid:
+        os.close(ready_write)
+        return pid, ready_read
+    os.close(ready_read)  # in the child from here on: it never returns into the parent's code
+    for sock in others:
+        sock.close()  # another worker's socket (reuseport): not ours to accept on
+    run_worker(listener, delay, cpu_work, ready_write)  # runs worker_loop, then exits the process
 
 
 async def worker_loop(listener: socket.socket, delay: float, cpu_work: int, ready: int, parent: int) -> int:
     """In a worker: asyncio_streams.py's server on an inherited socket, until SIGTERM; return requests served."""
-    loop = asyncio.get_running_loop()
-    stopping = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-    signal.pthread_sigmask(signal.SIG_SETMASK, set())  # held back since the fork; one that came meanwhile arrives now
+    stopping = stop_on_signals()  # an Event set on SIGINT/SIGTERM
     served = [0]
     handlers: set[asyncio.Task[None]] = set()
 
@@ -101,23 +110,64 @@ async def worker_loop(listener: socket.socket, delay: float, cpu_work: int, read
         handler.add_done_callback(handlers.discard)
 
     server = await asyncio.start_server(start_handler, sock=listener, limit=MAX_HEAD_BYTES)
+    report_ready(ready)  # we accept: on SIGHUP the parent waits for this before it stops the old workers
+    await until_stopped(stopping, parent)  # SIGTERM, or the parent died
+    await stop_gracefully(server, handlers)
+    return served[0]
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def run_worker(listener: socket.socket, delay: float, cpu_work: int, ready: int) -> NoReturn:
+    """In the child: run worker_loop, report how it ended, and exit without returning into the parent's code."""
+    exit_code = 1
     try:
-        os.write(ready, b"r")  # we accept: on SIGHUP the parent waits for this before it stops the old workers
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload is the parent's business, not a worker's
+        served = asyncio.run(worker_loop(listener, delay, cpu_work, ready, os.getppid()))
+        print(f"worker {os.getpid()} served {served} connections", flush=True)
+        exit_code = 0
+    except BaseException as error:  # noqa: BLE001 - report anything, then exit: the parent restarts us
+        print(f"worker {os.getpid()} failed: {error!r}", file=sys.stderr, flush=True)
+    finally:
+        os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An Event set on SIGINT/SIGTERM; the signals held back since the fork are let through from now on."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())  # held back since the fork; one that came meanwhile arrives now
+    return stopping
+
+
+def report_ready(ready: int) -> None:
+    """Tell the parent we accept: one byte on the readiness pipe."""
+    try:
+        os.write(ready, b"r")
     except BrokenPipeError:
         pass  # nobody waits for it (a first start, or a restart after a crash)
     os.close(ready)
-    while not stopping.is_set() and os.getppid() == parent:  # a new parent id means ours died: stop too
+
+
+async def until_stopped(stopping: asyncio.Event, parent: int) -> None:
+    """Until SIGINT/SIGTERM, or until the parent is gone (a new parent id means ours died: stop too)."""
+    while not stopping.is_set() and os.getppid() == parent:
         try:
             await asyncio.wait_for(stopping.wait(), POLL_INTERVAL)
         except TimeoutError:
             pass
+
+
+async def stop_gracefully(server: asyncio.Server, handlers: set[asyncio.Task[None]]) -> None:
+    """Stop accepting; give the requests in flight SHUTDOWN_GRACE, then cancel the rest."""
     server.close()  # stop accepting; the parent (and any new worker) still holds the socket open
     if handlers:
         _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
         for handler in late:
             handler.cancel()
         await asyncio.gather(*late, return_exceptions=True)
-    return served[0]
 
 
 async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
@@ -143,30 +193,7 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
         writer.close()  # out of grace on stop: close at once, skip the polite drain
         raise
     await close_gracefully(reader, writer)
-
-
-def start_worker(listener: socket.socket, others: list[socket.socket], delay: float, cpu_work: int) -> tuple[int, int]:
-    """Fork one worker on `listener`; return (its pid, the read end of its readiness pipe)."""
-    ready_read, ready_write = os.pipe()
-    pid = os.fork()  # the parent blocks every signal it handles, so the child starts with them blocked too
-    if pid:
-        os.close(ready_write)
-        return pid, ready_read
-    # In the child from here on: it never returns into the parent's code.
-    os.close(ready_read)
-    for sock in others:
-        sock.close()  # another worker's socket (reuseport): not ours to accept on
-    exit_code = 1
-    try:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a reload is the parent's business, not a worker's
-        served = asyncio.run(worker_loop(listener, delay, cpu_work, ready_write, os.getppid()))
-        print(f"worker {os.getpid()} served {served} connections", flush=True)
-        exit_code = 0
-    except BaseException as error:  # noqa: BLE001 - report anything, then exit: the parent restarts us
-        print(f"worker {os.getpid()} failed: {error!r}", file=sys.stderr, flush=True)
-    finally:
-        os._exit(exit_code)  # skip the parent's cleanup code, which this copy of the stack still holds
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:supervisor]

@@ -92,6 +92,46 @@ STATUS_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 405: "Method N
 class HttpConnection(asyncio.Protocol):
     """One client connection: a parser, a read timer, a write timer, and the request being answered."""
 
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return  # lingering: what the client still sends is read and dropped
+        if self.read_timer_is_idle:  # the first byte of the next request: its head timeout starts now, never reset
+            self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)
+        self.parser.feed(data)
+        self.process()
+
+    def process(self) -> None:
+        while not (self.answering or self.closing or self.writing_paused):  # requests one at a time, in order
+            try:
+                event = self.parser.next_event()
+            except RequestError as error:
+                return self.refuse(error.status)  # answer the error and close
+            if event is None:
+                break  # the parser needs more bytes
+            if event is END_OF_REQUEST:
+                self.start_answer()
+            else:
+                self.start_request(event)  # a head: 100 Continue, and the body timeout if a body follows
+        self.after_events()  # close once a half-closed client is answered; read ahead only so far
+
+    def start_answer(self) -> None:
+        self.answering = True
+        self.cancel_read_timer()  # from here on we are the slow party, not the client
+        if self.settings.delay > 0:
+            self.simulated_call = self.loop.call_later(self.settings.delay, self.answer)  # the simulated database call
+        else:
+            self.simulated_call = self.loop.call_soon(self.answer)  # let other connections run between requests
+
+    def answer(self) -> None:
+        self.simulated_call = None
+        simulated_cpu_work(self.settings.work)  # the simulated computation: no await in it, so every connection waits
+        request, self.request = self.request, None
+        self.closing_after_answer = self.server.stopping or not request.keep_alive
+        self.queue_answer(request, keep_alive=not self.closing_after_answer)
+        self.send_more()
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     # __slots__: no per-object dict, a few hundred bytes less for each of ten thousand idle connections.
     __slots__ = ("server", "settings", "loop", "transport", "parser", "request", "read_timer", "read_timer_is_idle",
                  "write_timer", "simulated_call", "outgoing", "answering", "closing_after_answer", "closing",
@@ -127,35 +167,16 @@ class HttpConnection(asyncio.Protocol):
         # A new connection gets the head timeout at once: connecting and saying nothing is not free.
         self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)
 
-    def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return  # lingering: what the client still sends is read and dropped
-        if self.read_timer_is_idle:
-            # The first byte of the next request: its head timeout starts now and is never reset.
-            self.arm_read_timer(self.settings.head_timeout, self.head_timed_out)
-        self.parser.feed(data)
-        self.process()
+    def start_request(self, request: "Request") -> None:
+        """A request head is in: say 100 Continue if the client waits for it, time the body if one follows."""
+        self.request = request
+        if request.expects_continue:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for this to send its body
+        if self.parser.expects_body:
+            self.arm_read_timer(self.settings.body_timeout, self.body_timed_out)
 
-    # Requests, one at a time and in order.
-
-    def process(self) -> None:
-        """Take events from the parser until it needs more bytes or a request must be answered."""
-        while not (self.answering or self.closing or self.writing_paused):
-            try:
-                event = self.parser.next_event()
-            except RequestError as error:
-                self.refuse(error.status)
-                return
-            if event is None:
-                break
-            if event is END_OF_REQUEST:
-                self.start_answer()
-            else:
-                self.request = event
-                if event.expects_continue:
-                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for this to send its body
-                if self.parser.expects_body:
-                    self.arm_read_timer(self.settings.body_timeout, self.body_timed_out)
+    def after_events(self) -> None:
+        """After process(): close a half-closed client once answered; pause reading past MAX_PIPELINED_BYTES."""
         if self.client_done and not (self.answering or self.closing or self.writing_paused):
             self.close_gracefully()  # the client sent all it will send and every complete request is answered
             return
@@ -167,19 +188,8 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
             self.reading_paused = False
 
-    def start_answer(self) -> None:
-        self.answering = True
-        self.cancel_read_timer()  # from here on we are the slow party, not the client
-        if self.settings.delay > 0:
-            self.simulated_call = self.loop.call_later(self.settings.delay, self.answer)  # the simulated database call
-        else:
-            self.simulated_call = self.loop.call_soon(self.answer)  # let other connections run between requests
-
-    def answer(self) -> None:
-        self.simulated_call = None
-        simulated_cpu_work(self.settings.work)  # the simulated computation: no await in it, so every connection waits
-        request, self.request = self.request, None
-        keep_alive = request.keep_alive and not self.server.stopping
+    def queue_answer(self, request: "Request", keep_alive: bool) -> None:
+        """The answer's bytes, queued: 405 to anything but GET, 1 MiB at /big, the page elsewhere."""
         if request.method != "GET":
             status, body, content_type = 405, b"405 Method Not Allowed\n", "text/plain; charset=utf-8"
         elif request.path == "/big":
@@ -194,8 +204,6 @@ class HttpConnection(asyncio.Protocol):
             view = memoryview(body)
             self.outgoing.extend(view[start:start + WRITE_CHUNK_BYTES]
                                  for start in range(0, len(body), WRITE_CHUNK_BYTES))
-        self.closing_after_answer = not keep_alive
-        self.send_more()
 
     def send_more(self) -> None:
         """Write while the transport takes more; pause_writing stops us, resume_writing calls us again."""
@@ -216,8 +224,6 @@ class HttpConnection(asyncio.Protocol):
             self.arm_read_timer(self.settings.keep_alive_timeout, self.close_gracefully, idle=True)
         self.process()
 
-# --8<-- [end:model]
-# --8<-- [start:armour]
     # Clients that stop sending, vanish or stop reading.
 
     def eof_received(self) -> bool:
@@ -304,8 +310,6 @@ class HttpConnection(asyncio.Protocol):
             self.read_timer.cancel()
             self.read_timer = None
         self.read_timer_is_idle = False
-
-
 # --8<-- [end:armour]
 
 

@@ -62,10 +62,6 @@ class EchoProtocol(asyncio.Protocol):
         self.client_done = False  # the client has half-closed
         self.transport: asyncio.Transport
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-
     def data_received(self, data: bytes) -> None:
         if self.received is None:
             return  # past the line: read and discard, so closing sends FIN, not RST
@@ -79,6 +75,12 @@ class EchoProtocol(asyncio.Protocol):
             self.answer(TOO_LONG)
         else:
             asyncio.get_running_loop().call_later(self.delay, self.answer, upper_case(line))
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
 
     def answer(self, reply: bytes) -> None:
         self.answered = True
@@ -93,7 +95,7 @@ class EchoProtocol(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.client_done = True
         return self.received is None and not self.answered  # True keeps a half-closed client until answered
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -52,13 +52,7 @@ BODY = b"""<!doctype html>
 async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> None:
     """Accept until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
     loop = asyncio.get_running_loop()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind((host, port))
-    listener.listen()  # the article's default backlog: Python picks min(SOMAXCONN, 128)
-    listener.setblocking(False)  # sock_accept requires a non-blocking socket
-    host, port = listener.getsockname()[:2]
-    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
-
+    listener = open_listener(host, port, delay)  # non-blocking: sock_accept requires it
     handlers: set[asyncio.Task[None]] = set()
 
     async def accept_forever() -> None:
@@ -71,16 +65,9 @@ async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> No
     acceptor = loop.create_task(accept_forever())
     loop.add_signal_handler(signal.SIGINT, acceptor.cancel)
     loop.add_signal_handler(signal.SIGTERM, acceptor.cancel)
-    try:
-        await acceptor
-    except asyncio.CancelledError:
-        pass  # asked to stop
+    await asyncio.gather(acceptor, return_exceptions=True)  # until a signal cancels it
     listener.close()  # stop accepting
-    if handlers:
-        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
-        for handler in late:
-            handler.cancel()  # out of grace: stop waiting for them
-        await asyncio.gather(*late, return_exceptions=True)
+    await finish_in_flight(handlers)
 
 
 async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> None:
@@ -102,6 +89,28 @@ async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> No
     finally:
         conn.close()  # NAIVE: unread input still queued makes this a reset, not a FIN
 # --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def open_listener(host: str, port: int, delay: float) -> socket.socket:
+    """The listening socket, non-blocking; print where it listens, and the delay."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind((host, port))
+    listener.listen()  # the article's default backlog: Python picks min(SOMAXCONN, 128)
+    listener.setblocking(False)  # sock_accept requires a non-blocking socket
+    host, port = listener.getsockname()[:2]
+    print(f"Serving on http://{host}:{port}/ (delay {delay} s); Ctrl-C stops", flush=True)
+    return listener
+
+
+async def finish_in_flight(handlers: set[asyncio.Task[None]]) -> None:
+    """Give the requests in flight SHUTDOWN_GRACE, then cancel the rest."""
+    if handlers:
+        _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+        for handler in late:
+            handler.cancel()  # out of grace: stop waiting for them
+        await asyncio.gather(*late, return_exceptions=True)
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

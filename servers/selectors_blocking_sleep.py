@@ -22,6 +22,8 @@ closes connections whose head is not in after HEAD_TIMEOUT), partial sends, and 
 more than we read (we half-close and drain instead of resetting).
 """
 
+from __future__ import annotations
+
 import argparse
 import email.utils
 import re
@@ -56,17 +58,9 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     listener.setblocking(False)
     with selectors.DefaultSelector() as selector:
         selector.register(listener, selectors.EVENT_READ)
-        stop_deadline = None
-        while True:
-            if stopping and stop_deadline is None:
-                selector.unregister(listener)
-                listener.close()  # stop accepting: new clients are refused, not left in the backlog
-                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
-            if stop_deadline is not None and (not clients(selector) or time.monotonic() > stop_deadline):
-                break
-            # Wait until some socket is ready, but never longer than POLL_INTERVAL,
-            # so the stop flag and the deadlines are looked at regularly.
-            for key, events in selector.select(POLL_INTERVAL):
+        stop = GracefulStop(stopping, selector, listener)
+        while not stop.done(in_flight=bool(clients(selector))):
+            for key, events in selector.select(POLL_INTERVAL):  # the ready sockets; POLL_INTERVAL at most
                 if key.fileobj is listener:
                     accept_connection(selector, listener)
                 elif events & selectors.EVENT_WRITE:
@@ -76,8 +70,47 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
                 else:
                     handle_request(selector, key.data, delay, cpu_work)
             close_idle(selector)
-        for connection in clients(selector):
-            close_connection(selector, connection)  # out of grace: stop waiting for them
+        close_everything(selector)  # out of grace: stop waiting for them
+
+
+def handle_request(selector: selectors.BaseSelector, connection: Connection, delay: float, cpu_work: int) -> None:
+    """Take what the client sent; once its head is complete, prepare the answer."""
+    path = complete_request(selector, connection)
+    if path is None:
+        return  # not all in yet (the rest comes in a later event), refused, or the client is gone
+    # THE LESSON OF THIS FILE: time.sleep() blocks the loop's only thread. For `delay` seconds
+    # nothing else happens, for any client: ten clients are answered one delay after another.
+    time.sleep(delay)  # the simulated database call: the whole event loop stops
+    simulated_cpu_work(cpu_work)  # the simulated computation: the loop stops for it too
+    connection.outgoing = memoryview(build_page_response(path))
+    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
+    selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+class GracefulStop:
+    """On the first signal, stop accepting; then give the requests in flight SHUTDOWN_GRACE to finish."""
+
+    def __init__(self, stopping: list[bool], selector: selectors.BaseSelector, listener: socket.socket) -> None:
+        self.stopping = stopping  # becomes non-empty on SIGINT/SIGTERM
+        self.selector = selector
+        self.listener = listener
+        self.deadline: float | None = None
+
+    def done(self, in_flight: bool) -> bool:
+        """Looked at once per turn of the loop: may the loop end now?"""
+        if self.stopping and self.deadline is None:
+            self.selector.unregister(self.listener)
+            self.listener.close()  # stop accepting: new clients are refused, not left in the backlog
+            self.deadline = time.monotonic() + SHUTDOWN_GRACE
+        return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
+
+
+def close_everything(selector: selectors.BaseSelector) -> None:
+    """Out of grace (or done): close what is still open."""
+    for connection in clients(selector):
+        close_connection(selector, connection)
 
 
 class Connection:
@@ -105,34 +138,25 @@ def accept_connection(selector: selectors.BaseSelector, listener: socket.socket)
     selector.register(conn, selectors.EVENT_READ, Connection(conn))
 
 
-def handle_request(selector: selectors.BaseSelector, connection: Connection, delay: float, cpu_work: int) -> None:
-    """Take what the client sent; once its head is complete, prepare the answer."""
+def complete_request(selector: selectors.BaseSelector, connection: Connection) -> str | None:
+    """Read what has arrived: the path of a complete GET, or None (answering refusals, closing lost clients)."""
     try:
         head = read_request_head(connection)
         if head is None:
-            return  # the rest of the head comes in a later event, before the same deadline
+            return None  # the rest of the head comes in a later event, before the same deadline
         method, path = parse_request_head(head)
         if method != "GET":
             raise RequestError(405)
-        # ------------------------------------------------------------------
-        # THE LESSON OF THIS FILE: time.sleep() blocks the loop's only thread.
-        # For `delay` seconds NOTHING else happens: no accept, no recv, no
-        # send, for ANY client. Ten clients that arrive together are answered
-        # one delay after another, exactly like sequential_sockets.py.
-        # ------------------------------------------------------------------
-        time.sleep(delay)  # the simulated database call: the whole event loop stops
-        simulated_cpu_work(cpu_work)  # the simulated computation: the loop stops for it too
-        response = build_page_response(path)
+        return path
     except RequestError as error:
-        response = build_refusal(error.status)
+        connection.outgoing = memoryview(build_refusal(error.status))
+        connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
+        selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
     except BlockingIOError:
-        return  # woken with nothing to read after all; wait for the next event
+        pass  # woken with nothing to read after all; wait for the next event
     except OSError:
         close_connection(selector, connection)  # reset or early close: this client is lost
-        return
-    connection.outgoing = memoryview(response)
-    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
-    selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
+    return None
 
 
 def send_response(selector: selectors.BaseSelector, connection: Connection) -> None:
@@ -147,7 +171,7 @@ def send_response(selector: selectors.BaseSelector, connection: Connection) -> N
     connection.outgoing = connection.outgoing[sent:]
     if not connection.outgoing:
         close_gracefully(selector, connection)
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

@@ -21,6 +21,8 @@ closes connections whose head is not in after HEAD_TIMEOUT), partial sends, and 
 more than we read (we half-close and drain instead of resetting).
 """
 
+from __future__ import annotations
+
 import argparse
 import email.utils
 import re
@@ -56,35 +58,18 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     """Run the event loop until asked to stop and the connections in flight are done."""
     ready: queue.SimpleQueue[Connection] = queue.SimpleQueue()  # timers put connections here
     waiting: set[Connection] = set()  # connections whose timer has not fired yet
-    # A timer wakes a loop blocked in select() with a byte on this pair: the
-    # selector can only wait on file descriptors, not on a queue.
-    wake_reader, waker = socket.socketpair()
-    wake_reader.setblocking(False)
-    waker.setblocking(False)  # a timer thread must never wait on the loop
+    wake_reader, waker = wake_up_pair()  # select() waits on sockets, not on a queue: a timer sends a byte here
     listener.setblocking(False)
     with selectors.DefaultSelector() as selector, wake_reader, waker:
         selector.register(listener, selectors.EVENT_READ)
         selector.register(wake_reader, selectors.EVENT_READ)
-        stop_deadline = None
-        while True:
-            if stopping and stop_deadline is None:
-                selector.unregister(listener)
-                listener.close()  # stop accepting: new clients are refused, not left in the backlog
-                stop_deadline = time.monotonic() + SHUTDOWN_GRACE
-            in_flight = clients(selector) or waiting  # timers in flight count too
-            if stop_deadline is not None and (not in_flight or time.monotonic() > stop_deadline):
-                break
-            # Wait until some socket is ready, but never longer than POLL_INTERVAL,
-            # so the stop flag and the deadlines are looked at regularly.
-            for key, events in selector.select(POLL_INTERVAL):
+        stop = GracefulStop(stopping, selector, listener)
+        while not stop.done(in_flight=bool(clients(selector) or waiting)):  # timers in flight count too
+            for key, events in selector.select(POLL_INTERVAL):  # the ready sockets; POLL_INTERVAL at most
                 if key.fileobj is listener:
                     accept_connection(selector, listener)
                 elif key.fileobj is wake_reader:
-                    wake_reader.recv(4096)  # the bytes only woke us; the queue says who is ready
-                    while not ready.empty():
-                        connection = ready.get()
-                        waiting.discard(connection)
-                        start_response(selector, connection, cpu_work)
+                    start_responses(selector, wake_reader, ready, waiting, cpu_work)  # calls that are over
                 elif events & selectors.EVENT_WRITE:
                     send_response(selector, key.data)
                 elif key.data.draining:
@@ -92,10 +77,82 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
                 else:
                     handle_request(selector, key.data, delay, ready, waker, waiting)
             close_idle(selector)
-        for connection in clients(selector):
-            close_connection(selector, connection)  # out of grace: stop waiting for them
-        for connection in waiting:
-            connection.conn.close()  # their timers may still fire; wake_loop expects that
+        close_everything(selector, waiting)  # out of grace: stop waiting for them
+
+
+def handle_request(selector: selectors.BaseSelector, connection: Connection, delay: float,
+                   ready: queue.SimpleQueue[Connection], waker: socket.socket, waiting: set[Connection]) -> None:
+    """Take what the client sent; once its head is complete, start its call in a timer thread."""
+    path = complete_request(selector, connection)
+    if path is None:
+        return  # not all in yet (the rest comes in a later event), refused, or the client is gone
+    # The call waits in a timer thread: the loop goes straight back to select(). The socket leaves
+    # the selector meanwhile: a client that half-closed would otherwise wake the loop on every turn.
+    connection.outgoing = memoryview(build_page_response(path))  # sent once the delay is over
+    selector.unregister(connection.conn)
+    waiting.add(connection)  # so the loop still counts it on stop
+    timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))
+    timer.daemon = True  # a timer cannot keep the process alive past the grace period
+    timer.start()
+# --8<-- [end:model]
+
+
+# --8<-- [start:armour]
+def wake_loop(connection: Connection, ready: queue.SimpleQueue[Connection], waker: socket.socket) -> None:
+    """In the timer thread: hand the connection back to the loop, touching nothing of the loop's."""
+    ready.put(connection)  # SimpleQueue is thread-safe; the selector and the sockets are not ours to touch
+    try:
+        waker.send(b"\0")  # one byte makes the loop's select() return now
+    except BlockingIOError:
+        pass  # the socket pair is full of wake-ups already: the loop will wake anyway
+    except OSError:
+        pass  # the loop has stopped and closed the pair: nobody is waiting for this answer
+
+
+def wake_up_pair() -> tuple[socket.socket, socket.socket]:
+    """A connected pair of sockets: the loop watches the first, timer threads send on the second."""
+    wake_reader, waker = socket.socketpair()
+    wake_reader.setblocking(False)
+    waker.setblocking(False)  # a timer thread must never wait on the loop
+    return wake_reader, waker
+
+
+def start_responses(selector: selectors.BaseSelector, wake_reader: socket.socket,
+                    ready: queue.SimpleQueue[Connection], waiting: set[Connection], cpu_work: int) -> None:
+    """Back in the loop: the delays in the queue are over, so send each answer when its socket has room."""
+    wake_reader.recv(4096)  # the bytes only woke us; the queue says who is ready
+    while not ready.empty():
+        connection = ready.get()
+        waiting.discard(connection)
+        simulated_cpu_work(cpu_work)  # the simulated computation, in the loop's thread: every connection waits
+        connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
+        selector.register(connection.conn, selectors.EVENT_WRITE, connection)
+
+
+class GracefulStop:
+    """On the first signal, stop accepting; then give the requests in flight SHUTDOWN_GRACE to finish."""
+
+    def __init__(self, stopping: list[bool], selector: selectors.BaseSelector, listener: socket.socket) -> None:
+        self.stopping = stopping  # becomes non-empty on SIGINT/SIGTERM
+        self.selector = selector
+        self.listener = listener
+        self.deadline: float | None = None
+
+    def done(self, in_flight: bool) -> bool:
+        """Looked at once per turn of the loop: may the loop end now?"""
+        if self.stopping and self.deadline is None:
+            self.selector.unregister(self.listener)
+            self.listener.close()  # stop accepting: new clients are refused, not left in the backlog
+            self.deadline = time.monotonic() + SHUTDOWN_GRACE
+        return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
+
+
+def close_everything(selector: selectors.BaseSelector, waiting: set[Connection]) -> None:
+    """Out of grace (or done): close what is still open."""
+    for connection in clients(selector):
+        close_connection(selector, connection)
+    for connection in waiting:
+        connection.conn.close()  # their timers may still fire; wake_loop expects that
 
 
 class Connection:
@@ -123,62 +180,25 @@ def accept_connection(selector: selectors.BaseSelector, listener: socket.socket)
     selector.register(conn, selectors.EVENT_READ, Connection(conn))
 
 
-def handle_request(
-    selector: selectors.BaseSelector,
-    connection: Connection,
-    delay: float,
-    ready: queue.SimpleQueue[Connection],
-    waker: socket.socket,
-    waiting: set[Connection],
-) -> None:
-    """Take what the client sent; once its head is complete, prepare the answer."""
+def complete_request(selector: selectors.BaseSelector, connection: Connection) -> str | None:
+    """Read what has arrived: the path of a complete GET, or None (answering refusals, closing lost clients)."""
     try:
         head = read_request_head(connection)
         if head is None:
-            return  # the rest of the head comes in a later event, before the same deadline
+            return None  # the rest of the head comes in a later event, before the same deadline
         method, path = parse_request_head(head)
         if method != "GET":
             raise RequestError(405)
-        # The simulated database call, waited out in a timer thread: the loop
-        # goes straight back to select() and serves everyone else meanwhile.
-        # The connection leaves the selector while it waits: the client has
-        # nothing to tell us now, and an EOF from a client that half-closed
-        # would otherwise wake the loop on every turn.
-        connection.outgoing = memoryview(build_page_response(path))  # sent once the delay is over
-        selector.unregister(connection.conn)
-        waiting.add(connection)  # so the loop still counts it on stop
-        timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))
-        timer.daemon = True  # a timer cannot keep the process alive past the grace period
-        timer.start()
-        return
+        return path
     except RequestError as error:
-        response = build_refusal(error.status)
+        connection.outgoing = memoryview(build_refusal(error.status))
+        connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
+        selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
     except BlockingIOError:
-        return  # woken with nothing to read after all; wait for the next event
+        pass  # woken with nothing to read after all; wait for the next event
     except OSError:
         close_connection(selector, connection)  # reset or early close: this client is lost
-        return
-    connection.outgoing = memoryview(response)
-    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
-    selector.modify(connection.conn, selectors.EVENT_WRITE, connection)  # send when the socket has room
-
-
-def wake_loop(connection: Connection, ready: queue.SimpleQueue[Connection], waker: socket.socket) -> None:
-    """In the timer thread: hand the connection back to the loop, touching nothing of the loop's."""
-    ready.put(connection)  # SimpleQueue is thread-safe; the selector and the sockets are not ours to touch
-    try:
-        waker.send(b"\0")  # one byte makes the loop's select() return now
-    except BlockingIOError:
-        pass  # the socket pair is full of wake-ups already: the loop will wake anyway
-    except OSError:
-        pass  # the loop has stopped and closed the pair: nobody is waiting for this answer
-
-
-def start_response(selector: selectors.BaseSelector, connection: Connection, cpu_work: int) -> None:
-    """Back in the loop: the delay is over, so send the answer when the socket has room."""
-    simulated_cpu_work(cpu_work)  # the simulated computation, in the loop's thread: every connection waits
-    connection.deadline = time.monotonic() + SEND_TIMEOUT  # one deadline for the whole answer
-    selector.register(connection.conn, selectors.EVENT_WRITE, connection)
+    return None
 
 
 def send_response(selector: selectors.BaseSelector, connection: Connection) -> None:
@@ -193,7 +213,7 @@ def send_response(selector: selectors.BaseSelector, connection: Connection) -> N
     connection.outgoing = connection.outgoing[sent:]
     if not connection.outgoing:
         close_gracefully(selector, connection)
-# --8<-- [end:model]
+# --8<-- [end:armour]
 
 
 # --8<-- [start:plumbing]

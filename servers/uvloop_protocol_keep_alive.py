@@ -32,6 +32,8 @@ flight, and reading stops while the socket's send buffer is full), and clients
 that send more than we read (we half-close and drain instead of resetting).
 """
 
+from __future__ import annotations
+
 import argparse
 import asyncio
 import collections
@@ -69,20 +71,45 @@ REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
 
 
 # --8<-- [start:model]
-class Answer:
-    """One request's answer: held in the connection's queue until it and every earlier one are ready."""
-
-    __slots__ = ("big", "keep_alive", "status", "response", "timer")
-
-    def __init__(self, status: int, keep_alive: bool, big: bool = False) -> None:
-        self.status, self.keep_alive, self.big = status, keep_alive, big
-        self.response: bytes | None = None  # set when the simulated call is done: the answer is ready
-        self.timer: asyncio.TimerHandle | None = None
-
-
 class KeepAliveProtocol(asyncio.Protocol):
     """One connection: cut requests out of the buffer, start a timer for each, send answers in request order."""
 
+    def data_received(self, data: bytes) -> None:
+        if self.last_request_read:
+            return  # past the last request: read and discard, so closing sends FIN, not RST
+        if not self.received and not self.answers and self.quick_answer(data):
+            return
+        if not self.received and not self.answers:
+            self.deadline = self.loop.time() + HEAD_TIMEOUT  # a new head has begun: HEAD_TIMEOUT for all of it
+        self.received += data
+        self.read_requests()
+
+    def start_answer(self, answer: Answer) -> None:
+        """Queue the answer; a 200 waits for its simulated call (a timer), a refusal is ready at once."""
+        self.answers.append(answer)
+        self.deadline = math.inf  # the wait from here on is ours, not the client's
+        if not answer.keep_alive:
+            self.last_request_read = True  # nothing after this request is read as a request
+        if answer.status != 200:
+            answer.response = cached_response(answer.status, keep_alive=False)
+        elif self.delay > 0:
+            answer.timer = self.loop.call_later(self.delay, self.call_done, answer)
+        else:
+            self.complete(answer)  # a call that takes no time needs no timer: read_requests sends it
+
+    def call_done(self, answer: Answer) -> None:
+        """The timer of one request fired: its answer is ready; send it if every earlier one is."""
+        self.complete(answer)
+        if self.answers[0] is answer:
+            self.send_ready()  # otherwise an earlier answer is still waiting: this one waits its turn
+
+    def complete(self, answer: Answer) -> None:
+        """The simulated call is over: do the simulated computation, and the answer is ready."""
+        simulated_cpu_work(self.cpu_work)  # on the loop's thread: every connection waits meanwhile
+        answer.response = cached_response(200, answer.keep_alive, answer.big)
+    # --8<-- [end:model]
+
+    # --8<-- [start:armour]
     def __init__(self, delay: float, cpu_work: int, connections: "set[KeepAliveProtocol]") -> None:
         self.delay, self.cpu_work = delay, cpu_work
         self.connections = connections  # every open connection of the server, for a graceful stop
@@ -101,16 +128,6 @@ class KeepAliveProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport (uvloop's is no subclass)
-
-    def data_received(self, data: bytes) -> None:
-        if self.last_request_read:
-            return  # past the last request: read and discard, so closing sends FIN, not RST
-        if not self.received and not self.answers and self.quick_answer(data):
-            return
-        if not self.received and not self.answers:
-            self.deadline = self.loop.time() + HEAD_TIMEOUT  # a new head has begun: HEAD_TIMEOUT for all of it
-        self.received += data
-        self.read_requests()
 
     def quick_answer(self, data: bytes) -> bool:
         """The common case first: one whole GET in one segment, nothing owed, no call to wait for. True if answered."""
@@ -156,30 +173,6 @@ class KeepAliveProtocol(asyncio.Protocol):
         if self.answers and self.answers[0].response is not None:
             self.send_ready()
 
-    def start_answer(self, answer: Answer) -> None:
-        """Queue the answer; a 200 waits for its simulated call (a timer), a refusal is ready at once."""
-        self.answers.append(answer)
-        self.deadline = math.inf  # the wait from here on is ours, not the client's
-        if not answer.keep_alive:
-            self.last_request_read = True  # nothing after this request is read as a request
-        if answer.status != 200:
-            answer.response = cached_response(answer.status, keep_alive=False)
-        elif self.delay > 0:
-            answer.timer = self.loop.call_later(self.delay, self.call_done, answer)
-        else:
-            self.complete(answer)  # a call that takes no time needs no timer: read_requests sends it
-
-    def call_done(self, answer: Answer) -> None:
-        """The timer of one request fired: its answer is ready; send it if every earlier one is."""
-        self.complete(answer)
-        if self.answers[0] is answer:
-            self.send_ready()  # otherwise an earlier answer is still waiting: this one waits its turn
-
-    def complete(self, answer: Answer) -> None:
-        """The simulated call is over: do the simulated computation, and the answer is ready."""
-        simulated_cpu_work(self.cpu_work)  # on the loop's thread: every connection waits meanwhile
-        answer.response = cached_response(200, answer.keep_alive, answer.big)
-
     def send_ready(self) -> None:
         """Write every ready answer at the head of the queue in one go; close after the last one if asked."""
         answers, ready = self.answers, []
@@ -207,7 +200,6 @@ class KeepAliveProtocol(asyncio.Protocol):
             self.read_requests()  # heads that waited in the buffer meanwhile
         else:
             self.transport.pause_reading()
-    # --8<-- [end:model]
 
     def close_politely(self) -> None:
         """Half-close after the last answer, and give the client DRAIN_TIMEOUT to close its side."""
@@ -249,6 +241,18 @@ class KeepAliveProtocol(asyncio.Protocol):
         self.answers.clear()
         self.connections.discard(self)
         self.closed.set_result(None)
+# --8<-- [end:armour]
+
+
+class Answer:
+    """One request's answer: held in the connection's queue until it and every earlier one are ready."""
+
+    __slots__ = ("big", "keep_alive", "status", "response", "timer")
+
+    def __init__(self, status: int, keep_alive: bool, big: bool = False) -> None:
+        self.status, self.keep_alive, self.big = status, keep_alive, big
+        self.response: bytes | None = None  # set when the simulated call is done: the answer is ready
+        self.timer: asyncio.TimerHandle | None = None
 
 
 class RequestError(Exception):

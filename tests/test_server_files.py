@@ -215,6 +215,28 @@ def test_every_hand_written_design_opens_with_its_model(design: Design) -> None:
         assert found["plumbing"][0] > last, f"{design.file}: the plumbing comes before the model"
 
 
+MAX_MODEL_LINES = 40  # issue 13: a page opens with the idea in 20-40 lines; the armour follows in its own section
+
+
+@pytest.mark.parametrize("design", HAND_WRITTEN, ids=lambda design: design.name)
+def test_every_model_section_is_at_most_40_lines(design: Design) -> None:
+    """Every line between the model markers counts, as the page shows them: docstrings, comments, blank lines."""
+    count = len(model_section(design.file))
+    assert count <= MAX_MODEL_LINES, (
+        f"{design.file}: the model section is {count} lines (at most {MAX_MODEL_LINES}); "
+        f"move the armour (stop, refusals, deadlines, supervision) into the armour section after it")
+
+
+@pytest.mark.parametrize("design", HAND_WRITTEN, ids=lambda design: design.name)
+def test_the_armour_comes_after_the_model_and_before_the_plumbing(design: Design) -> None:
+    found = sections((REPO_ROOT / design.file).read_text(encoding="utf-8"))
+    if "armour" not in found:
+        pytest.skip(f"{design.file} has no armour section")
+    assert found["armour"][0] > found["model"][1], f"{design.file}: the armour comes before the model ends"
+    if "plumbing" in found:
+        assert found["armour"][1] < found["plumbing"][0], f"{design.file}: the armour comes after the plumbing starts"
+
+
 @pytest.mark.parametrize("design", HAND_WRITTEN, ids=lambda design: design.name)
 def test_every_design_page_opens_with_its_model_and_keeps_the_whole_file(design: Design) -> None:
     page = (REPO_ROOT / "docs" / design.page).read_text(encoding="utf-8")
