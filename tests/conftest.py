@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from harness import launcher, processes
-from harness.catalogue import Design, load_catalogue
+from harness.catalogue import REPO_ROOT, Design, load_catalogue
 
 CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
@@ -38,16 +41,44 @@ def http_design(request: pytest.FixtureRequest) -> Design:
     return request.param
 
 
+@dataclass
+class StrictBuild:
+    """One `mkdocs build --strict` of the site (with its notebook run), shared by every test that reads it."""
+
+    site: Path
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture(scope="session")
+def strict_build(tmp_path_factory: pytest.TempPathFactory) -> StrictBuild:
+    """The site built once per test session (once per worker under xdist: the files that use it share a group)."""
+    site = tmp_path_factory.mktemp("site")
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    return StrictBuild(site, result.returncode, result.stderr)
+
+
+@pytest.fixture(scope="session")
+def built_site(strict_build: StrictBuild) -> Path:
+    """The built site's directory; fails the test that asks for it when the strict build failed."""
+    assert strict_build.returncode == 0, strict_build.stderr[-4000:]
+    return strict_build.site
+
+
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
-# expensive module fixture stay on one worker, file by file; the docs' code blocks all stay on one
-# worker, in page order, because a page's servers listen on the fixed port 8000 its commands name.
-ONE_WORKER_FILES = {"test_browser.py", "test_hardened.py", "test_hostile.py", "test_server_files.py",
-                    "test_behaviour.py"}
+# expensive fixture stay on one worker: file by file, and the three files that read the built site
+# together (one build for all three); the docs' code blocks all stay on one worker, in page order,
+# because a page's servers listen on the fixed port 8000 its commands name.
+ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py"}
+SITE_FILES = {"test_browser.py", "test_site.py", "test_glossary.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.path.suffix == ".md":
             item.add_marker(pytest.mark.xdist_group("code-blocks"))
+        elif item.path.name in SITE_FILES:
+            item.add_marker(pytest.mark.xdist_group("built-site"))
         elif item.path.name in ONE_WORKER_FILES:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))

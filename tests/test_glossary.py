@@ -1,16 +1,14 @@
 """The glossary page and the tooltips every page gets from it (scripts/glossary_hook.py).
 
-Fast checks read docs/glossary.md; the rest read one strict build of the site, made
-once for this module (the same `mkdocs build --strict` that tests/test_site.py runs,
-which also fails on a glossary link to a missing page or anchor).
+Fast checks read docs/glossary.md; the rest read the strict build of the site that the
+site tests share (tests/conftest.py; the same build fails on a glossary link to a missing
+page or anchor).
 """
 
 from __future__ import annotations
 
 import html
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -89,13 +87,10 @@ def test_bad_glossary_entries_are_refused_with_the_reason() -> None:
         tooltips(parse_entries('### A { #a data-abbr="X" }\n\nno full stop\n'))
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    site_dir = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site_dir)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return site_dir
+@pytest.fixture
+def site(built_site: Path) -> Path:
+    """The strict build every site test shares (tests/conftest.py)."""
+    return built_site
 
 
 def abbr(word: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CATALOGUE
+from conftest import CATALOGUE, StrictBuild
 from harness import render
 from harness.catalogue import REPO_ROOT
 
@@ -88,12 +88,10 @@ def test_every_design_page_includes_its_own_file_and_results() -> None:
         assert f'--8<-- "docs/_generated/designs/{design.name}.md"' in page, f"{design.page} does not include its results"
 
 
-def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+def test_mkdocs_builds_strictly(strict_build: StrictBuild) -> None:
     """Broken links, anchors, missing includes and pages outside the nav all fail the build."""
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert (tmp_path / "index.html").exists()
+    assert strict_build.returncode == 0, strict_build.stderr[-4000:]
+    assert (strict_build.site / "index.html").exists()
 
 
 SNIPPETS = sorted((REPO_ROOT / "snippets").glob("*.py"))
