@@ -34,6 +34,7 @@ clients that send more than we read (we half-close and drain instead of resettin
 from gevent import monkey  # first, before any other import, so every later one gets the patched modules
 monkey.patch_all()  # socket, time.sleep, threading, signal... now switch greenlets instead of blocking
 import argparse
+import errno
 import email.utils
 import re
 import signal
@@ -68,10 +69,8 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
+        if (conn := accept_or_wait(listener)) is None:
+            continue  # no client within POLL_INTERVAL, or no file descriptor free for a moment
         handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
         handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, stopping), daemon=True)
         if start_or_refuse(handler, conn):  # started: the accept loop goes straight back to accept()
@@ -258,6 +257,25 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
+
+
+def accept_or_wait(listener: socket.socket) -> socket.socket | None:
+    """The next client, or None when none came within POLL_INTERVAL or no file descriptor is free.
+
+    Out of file descriptors (EMFILE, ENFILE: every open connection holds one), accept() fails
+    at once, and again on the next call: waiting a poll interval lets handlers close theirs,
+    instead of a busy loop or a crash. The client waits in the backlog meanwhile.
+    """
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        return None
+    except OSError as error:
+        if error.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        time.sleep(POLL_INTERVAL)
+        return None
+    return conn
 # --8<-- [end:plumbing]
 
 
