@@ -107,7 +107,8 @@ def running(block: Block, log_dir: Path) -> Iterator[Running]:
         time.sleep(0.5)
     stdout = (log_dir / f"server-{block.lineno}.out").open("wb")
     stderr = (log_dir / f"server-{block.lineno}.err").open("wb")
-    server = subprocess.Popen(["/bin/bash", "-c", block.code], cwd=REPO_ROOT, env=activated_environment(),
+    server = subprocess.Popen(["/bin/bash", script(block.code, log_dir / f"server-{block.lineno}.sh")],
+                              cwd=REPO_ROOT, env=activated_environment(),
                               stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True)
     try:
         deadline = time.monotonic() + LISTEN_WAIT
@@ -140,6 +141,13 @@ def interrupt(server: Running) -> None:
                                   f"{block.exit}:\n{tail(server.stderr_path)}")
 
 
+def script(code: str, path: Path) -> str:
+    """The block as a script file: run as `bash FILE`, its text is not in any command line that
+    `pgrep -f` (used on the pages) could match, just as in the reader's interactive shell."""
+    path.write_text(code, encoding="utf-8")
+    return str(path)
+
+
 def tail(path: str | None, limit: int = 4000) -> str:
     return Path(path).read_text(encoding="utf-8", errors="replace")[-limit:] if path else ""
 
@@ -147,7 +155,8 @@ def tail(path: str | None, limit: int = 4000) -> str:
 def run_client(item: pytest.Item, log_dir: Path) -> None:
     """The client block exactly as written, with CLIENT_BUDGET; its whole process group is killed afterwards."""
     output = (log_dir / f"client-{item.obj.lineno}.log").open("wb")
-    client = subprocess.Popen(["/bin/bash", "-c", item.obj.code], cwd=REPO_ROOT, env=activated_environment(),
+    client = subprocess.Popen(["/bin/bash", script(item.obj.code, log_dir / f"client-{item.obj.lineno}.sh")],
+                              cwd=REPO_ROOT, env=activated_environment(),
                               stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                               start_new_session=True)
     try:
