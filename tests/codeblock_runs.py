@@ -12,6 +12,7 @@ This plugin adds two things:
    - `server(port=8000, exit=0)` on a block that starts a server: the item starts it exactly as
      written (bash, own process group), waits until the port listens, sends SIGINT to the group
      (what Ctrl-C does) and asserts the exit status (0 unless the mark documents another).
+     `stop="SIGTERM"` replaces Ctrl-C with `kill -TERM` for a server whose page says Ctrl-C can hang it.
    - `client` on a block that talks to the server above it: the item starts the nearest preceding
      `server` block of the same page as above, runs the client block exactly as written within
      CLIENT_BUDGET, then stops the server and checks its exit. `client(ports=[8000, 8001])` starts
@@ -75,6 +76,7 @@ class Block:
     lineno: int
     port: int
     exit: int
+    stop: str  # "SIGINT": Ctrl-C, to the whole process group; "SIGTERM": `kill -TERM` to the command started
 
 
 def is_codeblock(item: pytest.Item) -> bool:
@@ -85,7 +87,8 @@ def server_of(item: pytest.Item) -> Block | None:
     mark = item.get_closest_marker("server")
     if mark is None:
         return None
-    return Block(item.obj.code, item.obj.lineno, mark.kwargs.get("port", 8000), mark.kwargs.get("exit", 0))
+    return Block(item.obj.code, item.obj.lineno, mark.kwargs.get("port", 8000), mark.kwargs.get("exit", 0),
+                 mark.kwargs.get("stop", "SIGINT"))
 
 
 @dataclass
@@ -130,14 +133,26 @@ def running(block: Block, log_dir: Path) -> Iterator[Running]:
 
 
 def interrupt(server: Running) -> None:
-    """Ctrl-C: SIGINT to the whole process group, then the documented exit status within STOP_WAIT."""
+    """Ctrl-C (SIGINT to the whole process group), or the stop the mark names; then its exit status within STOP_WAIT.
+
+    `stop="SIGTERM"` is for a server the page tells to stop with `kill -TERM PID` because Ctrl-C can hang it: the
+    signal goes to the command the block started (the children of the bash running the block), not to bash.
+    """
     block = server.block
-    os.killpg(server.process.pid, signal.SIGINT)
+    if block.stop == "SIGINT":
+        os.killpg(server.process.pid, signal.SIGINT)
+    elif block.stop == "SIGTERM":
+        children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
+        assert children, f"server (line {block.lineno}) has no running command to stop"
+        for child in children:
+            os.kill(int(child), signal.SIGTERM)
+    else:
+        pytest.fail(f"server (line {block.lineno}): stop={block.stop!r} is neither SIGINT nor SIGTERM")
     try:
         status = server.process.wait(timeout=STOP_WAIT)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"server (line {block.lineno}) still running {STOP_WAIT} s after Ctrl-C")
-    assert status == block.exit, (f"server (line {block.lineno}) exited with {status} after Ctrl-C, expected "
+        pytest.fail(f"server (line {block.lineno}) still running {STOP_WAIT} s after {block.stop}")
+    assert status == block.exit, (f"server (line {block.lineno}) exited with {status} after {block.stop}, expected "
                                   f"{block.exit}:\n{tail(server.stderr_path)}")
 
 

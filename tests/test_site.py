@@ -23,7 +23,8 @@ MARKDOWN_FILES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`\n]*)$")
 RUNNABLE_LANGUAGES = {"python", "bash", "sh"}
 SKIP_MARKER = re.compile(r"^<!--\s*pytest\.mark\.skip\(reason=\"[^\"]{10,}\"\)\s*-->$")
-EXECUTED_MARKER = re.compile(r"^<!--\s*pytest\.mark\.(server\(port=\d+(, exit=\d+)?\)|client(\(ports=\[[\d, ]+\]\))?)\s*-->$")
+EXECUTED_MARKER = re.compile(r"^<!--\s*pytest\.mark\.(server\(port=\d+(, exit=\d+)?(, stop=\"SIGTERM\")?\)"
+                             r"|client(\(ports=\[[\d, ]+\]\))?)\s*-->$")
 
 
 def opening_fences(path: Path) -> list[tuple[int, str, str]]:
