@@ -40,7 +40,7 @@ def test_a_server_that_does_not_exit_cleanly_on_ctrl_c_fails(tmp_path: Path) -> 
     port = processes.free_port()
     page = f"# A page\n\n<!--pytest.mark.server(port={port})-->\n```bash\n{LISTENER.format(port=port)}\n```\n"
     result = run_page(tmp_path, page)
-    assert "1 failed" in result.stdout and "exited with 1 after Ctrl-C" in result.stdout, result.stdout[-3000:]
+    assert "1 failed" in result.stdout and "exited with 1 after SIGINT" in result.stdout, result.stdout[-3000:]
     assert "stopping badly" in result.stdout  # its stderr is in the report
 
 
@@ -58,3 +58,14 @@ def test_a_failing_client_fails_and_its_server_is_stopped(tmp_path: Path) -> Non
     result = run_page(tmp_path, page)
     assert "1 failed, 1 passed" in result.stdout and "exited with 1" in result.stdout, result.stdout[-3000:]
     assert subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout == ""
+
+
+def test_stop_sigterm_signals_the_command_not_the_shell(tmp_path: Path) -> None:
+    """A server that ignores Ctrl-C, stopped as its page says, with `kill -TERM` on its process: status 0."""
+    port = processes.free_port()
+    server = ("python -c \"import signal, socket, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+              f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)\"")
+    page = f'# A page\n\n<!--pytest.mark.server(port={port}, stop="SIGTERM")-->\n```bash\n{server}\n```\n'
+    result = run_page(tmp_path, page)
+    assert "1 passed" in result.stdout, result.stdout[-3000:]
