@@ -19,9 +19,9 @@ install: $(VENV)/.installed
 	scripts/install_actionlint.sh
 	scripts/install_site_assets.sh
 
-serve: install  ## build the site from the committed results and serve it at http://127.0.0.1:8000/
+serve: install  ## build the site from the committed results and serve it at http://127.0.0.1:8800/ (8000 is the servers' port)
 	$(PY) -m mkdocs build --strict
-	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8800
 
 site: install
 	$(PY) -m mkdocs build --strict

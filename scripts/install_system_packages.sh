@@ -10,6 +10,7 @@ declare -A package_for=(
   [nginx]=nginx
   [taskset]=util-linux
   [ss]=iproute2
+  [nc]=netcat-openbsd  # the pages send hand-made requests with nc
   [npm]=npm            # fetches the site's pinned mermaid bundle (scripts/install_site_assets.sh)
   [chromium]=chromium  # the browser tests (tests/test_browser.py) drive it through Playwright
 )

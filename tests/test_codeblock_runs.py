@@ -1,0 +1,71 @@
+"""The code-block runner (tests/codeblock_runs.py): server/client marks on a page, run by a real pytest."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import processes
+from harness.catalogue import REPO_ROOT
+
+# Listens, and on SIGINT writes "stopping badly" to stderr and exits with status 1.
+LISTENER = ("python -c \"import signal, socket, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit('stopping badly')); "
+            "s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)\"")
+
+
+def run_page(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
+    """pytest on one markdown page with the project's settings and the runner loaded, as `make test` runs docs/."""
+    path = tmp_path / "page.md"
+    path.write_text(page, encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.codeblock_runs",
+               "-c", str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT), str(path)]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
+
+
+def test_a_pair_runs_the_server_and_its_client_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    port = processes.free_port()
+    page = (f"# A page\n\n<!--pytest.mark.server(port={port})-->\n```bash\n"
+            f"python -m http.server {port} --bind 127.0.0.1\n```\n\n"
+            "<!--pytest.mark.client-->\n```bash\n"
+            f'test "$VIRTUAL_ENV" = "{REPO_ROOT}/.venv" && test "$PWD" = "{REPO_ROOT}"\n'
+            f"curl -sf http://127.0.0.1:{port}/ > /dev/null\n```\n")
+    result = run_page(tmp_path, page)
+    assert "2 passed" in result.stdout, result.stdout[-3000:]
+    assert subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout == ""
+
+
+def test_a_server_that_does_not_exit_cleanly_on_ctrl_c_fails(tmp_path: Path) -> None:
+    port = processes.free_port()
+    page = f"# A page\n\n<!--pytest.mark.server(port={port})-->\n```bash\n{LISTENER.format(port=port)}\n```\n"
+    result = run_page(tmp_path, page)
+    assert "1 failed" in result.stdout and "exited with 1 after SIGINT" in result.stdout, result.stdout[-3000:]
+    assert "stopping badly" in result.stdout  # its stderr is in the report
+
+
+def test_a_documented_exit_status_is_accepted(tmp_path: Path) -> None:
+    port = processes.free_port()
+    page = f"# A page\n\n<!--pytest.mark.server(port={port}, exit=1)-->\n```bash\n{LISTENER.format(port=port)}\n```\n"
+    assert "1 passed" in run_page(tmp_path, page).stdout
+
+
+def test_a_failing_client_fails_and_its_server_is_stopped(tmp_path: Path) -> None:
+    port = processes.free_port()
+    page = (f"# A page\n\n<!--pytest.mark.server(port={port})-->\n```bash\n"
+            f"python -m http.server {port} --bind 127.0.0.1\n```\n\n"
+            "<!--pytest.mark.client-->\n```bash\nsleep 30 &\nfalse\n```\n")
+    result = run_page(tmp_path, page)
+    assert "1 failed, 1 passed" in result.stdout and "exited with 1" in result.stdout, result.stdout[-3000:]
+    assert subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout == ""
+
+
+def test_stop_sigterm_signals_the_command_not_the_shell(tmp_path: Path) -> None:
+    """A server that ignores Ctrl-C, stopped as its page says, with `kill -TERM` on its process: status 0."""
+    port = processes.free_port()
+    server = ("python -c \"import signal, socket, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+              f"s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)\"")
+    page = f'# A page\n\n<!--pytest.mark.server(port={port}, stop="SIGTERM")-->\n```bash\n{server}\n```\n'
+    result = run_page(tmp_path, page)
+    assert "1 passed" in result.stdout, result.stdout[-3000:]
