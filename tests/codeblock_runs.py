@@ -223,11 +223,26 @@ def run_client_item(item: pytest.Item) -> None:
             interrupt(server)
 
 
+def describe_failure(item: pytest.Item, excinfo: pytest.ExceptionInfo[BaseException]) -> object:
+    """What failed, as text. pytest-codeblocks reports the exception's first argument, which for a failed
+    bash block is the bare exit status (an int: it says little, and cannot cross from an xdist worker)."""
+    error = excinfo.value
+    if isinstance(error, subprocess.CalledProcessError):
+        output = {name: (stream or b"").decode(errors="replace")[-3000:]
+                  for name, stream in (("stdout", error.stdout), ("stderr", error.stderr))}
+        return (f"{item.name}: the block exited {error.returncode}\n--- the block ---\n{item.obj.code}"
+                f"--- stdout (end) ---\n{output['stdout']}\n--- stderr (end) ---\n{output['stderr']}")
+    if isinstance(error, RuntimeError) and error.args and isinstance(error.args[0], str):
+        return error.args[0]  # pytest-codeblocks' own message for a python block or an output mismatch
+    return pytest.Item.repr_failure(item, excinfo)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Server and client blocks run through this module instead of pytest-codeblocks' own runtest."""
     for item in items:
         if not is_codeblock(item):
             continue
+        item.repr_failure = lambda excinfo, item=item: describe_failure(item, excinfo)
         if item.get_closest_marker("server"):
             item.runtest = lambda item=item: run_server_item(item)
         elif item.get_closest_marker("client"):

@@ -69,3 +69,16 @@ def test_stop_sigterm_signals_the_command_not_the_shell(tmp_path: Path) -> None:
     page = f'# A page\n\n<!--pytest.mark.server(port={port}, stop="SIGTERM")-->\n```bash\n{server}\n```\n'
     result = run_page(tmp_path, page)
     assert "1 passed" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_failing_block_reports_its_exit_status_and_output_even_from_an_xdist_worker(tmp_path: Path) -> None:
+    page = "# A page\n\n```bash\necho partial output; echo what went wrong >&2; exit 3\n```\n"
+    path = tmp_path / "page.md"
+    path.write_text(page, encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.codeblock_runs", "-n", "1",
+               "-c", str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT), str(path)]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
+    assert "1 failed" in result.stdout and "INTERNALERROR" not in result.stdout + result.stderr, result.stdout[-3000:]
+    assert "the block exited 3" in result.stdout
+    assert "partial output" in result.stdout and "what went wrong" in result.stdout
