@@ -26,8 +26,11 @@ serve: install  ## build the site from the committed results and serve it at htt
 site: install
 	$(PY) -m mkdocs build --strict
 
+# Three workers (pytest-xdist): most tests wait on a server, not on a CPU. Tests marked `alone` measure
+# how many CPUs a server uses at once, so they run afterwards, by themselves.
 test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
-	$(PY) -m pytest
+	$(PY) -m pytest -n 3 --dist loadgroup -m "not alone"
+	$(PY) -m pytest -m alone tests/
 
 bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), the other suites, the tables
 	scripts/refresh_benchmarks.sh $(PY)

@@ -70,7 +70,7 @@ def built_site(strict_build: StrictBuild) -> Path:
 # expensive fixture stay on one worker: file by file, and the three files that read the built site
 # together (one build for all three); the docs' code blocks all stay on one worker, in page order,
 # because a page's servers listen on the fixed port 8000 its commands name.
-ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py"}
+ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py"}
 SITE_FILES = {"test_browser.py", "test_site.py", "test_glossary.py"}
 
 

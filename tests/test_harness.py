@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -173,6 +174,9 @@ def test_broken_designs_are_recorded_as_failed_and_the_run_goes_on(tmp_path: Pat
     assert "FAILED in broken-designs: exits-at-start, wrong-answer, dies-mid-run" in result.stderr
 
 
+LOAD_MARKER = "slow/good/repetition-0/c2/ab.csv"  # where the interrupted run's ab writes (build/logs/...)
+
+
 def processes_running(marker: str) -> list[str]:
     """Command lines of live processes that contain `marker` (read from /proc, never truncated)."""
     found = []
@@ -194,10 +198,12 @@ def test_an_interrupted_run_stops_everything_and_writes_no_record(tmp_path: Path
                                 "--out", str(out)], cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
+        # Only this run's processes: other tests (other xdist workers) may run ab and this design meanwhile.
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not processes_running("c2/ab.csv"):
+        while time.monotonic() < deadline and not processes_running(LOAD_MARKER):
             time.sleep(0.1)  # wait until the load tool is running against the server
-        running = processes_running("c2/ab.csv")
+        running = processes_running(LOAD_MARKER)
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/", running[0]).group(1) if running else "none"
         harness.send_signal(signum)
         _, stderr = harness.communicate(timeout=30)
     finally:
@@ -208,8 +214,8 @@ def test_an_interrupted_run_stops_everything_and_writes_no_record(tmp_path: Path
     assert harness.returncode == 130
     assert "interrupted" in stderr
     assert not out.exists() or list(out.iterdir()) == []
-    assert processes_running("c2/ab.csv") == []  # ab is gone
-    assert processes_running("sequential_sockets.py --host 127.0.0.1") == []  # and so is the server
+    assert processes_running(LOAD_MARKER) == []  # ab is gone
+    assert processes_running(f"sequential_sockets.py --host 127.0.0.1 --port {port} ") == []  # and so is the server
 
 
 def test_an_atomic_write_that_fails_leaves_the_old_record_and_no_debris(tmp_path: Path) -> None:

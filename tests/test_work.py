@@ -207,6 +207,7 @@ def test_threads_and_the_event_loop_compute_one_request_at_a_time(name: str, tmp
     assert cpu / elapsed < 1.3, f"{name}: {cpu:.2f} s of CPU in {elapsed:.2f} s: more than one CPU at once"
 
 
+@pytest.mark.alone  # other tests running meanwhile would take the second CPU it measures
 @pytest.mark.parametrize("name", ["prefork", "process-pool"])
 def test_processes_compute_on_two_cpus_at_once(name: str, tmp_path: Path) -> None:
     """Two simultaneous ~100 ms computations in two workers keep two CPUs busy at once.
