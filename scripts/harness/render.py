@@ -309,7 +309,7 @@ def caption(record: dict[str, Any]) -> str:
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
-    return (f"Median of {settings['repeat']} repetition(s) per design, min–max in brackets; "
+    return (f"Median of {settings['repeat']} repetition(s) per design (min–max in brackets under \"Every column\"); "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
