@@ -70,6 +70,10 @@ def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
             axes = axes_grid[row][column]
             per_version = table.get(design, {})
             axes.bar(list(per_version), list(per_version.values()), color=design_colour(design))  # its colour everywhere
+            if not per_version:  # say so, rather than an empty frame with made-up ticks
+                axes.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=8, transform=axes.transAxes)
+                axes.set_xticks([])
+                axes.set_yticks([])
             axes.set_title(f"{design}\n{workload}", fontsize=8, loc="left")
             axes.tick_params(labelsize=7)
             if column == 0:
