@@ -1,6 +1,6 @@
 """The built site in a real browser: offline, no errors, readable on a phone, accessible, linked.
 
-The site is built once per session, served from 127.0.0.1 by http.server in a thread, and every
+The site is built once per session (the strict build tests/conftest.py shares), served from 127.0.0.1 by http.server in a thread, and every
 page of the build (found on disk, so new pages are covered without a list here) is visited once
 at 1280 px and once at 390 px in one headless Chromium (Debian's, driven by Playwright). What a
 visit sees is kept, and the tests below assert on it, so each check fails on its own.
@@ -27,6 +27,10 @@ import pytest
 from harness.catalogue import REPO_ROOT
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+
+# The first test here waits for the whole visit (every page, twice, axe at 1280 px): about 2.5 min on an
+# idle 2-CPU machine, longer beside the other xdist workers. A generous bound, not pytest's usual 300 s.
+pytestmark = pytest.mark.timeout(900)
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = REPO_ROOT / "build" / "screenshots"
@@ -97,15 +101,6 @@ class Visit:
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
         pass
-
-
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return site
 
 
 @pytest.fixture(scope="session")
