@@ -1,6 +1,6 @@
 """The built site in a real browser: offline, no errors, readable on a phone, accessible, linked.
 
-The site is built once per session, served from 127.0.0.1 by http.server in a thread, and every
+The site is built once per session (the strict build tests/conftest.py shares), served from 127.0.0.1 by http.server in a thread, and every
 page of the build (found on disk, so new pages are covered without a list here) is visited once
 at 1280 px and once at 390 px in one headless Chromium (Debian's, driven by Playwright). What a
 visit sees is kept, and the tests below assert on it, so each check fails on its own.
@@ -28,6 +28,10 @@ from harness.catalogue import REPO_ROOT
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
+# The first test here waits for the whole visit (every page, twice, axe at 1280 px): about 2.5 min on an
+# idle 2-CPU machine, longer beside the other xdist workers. A generous bound, not pytest's usual 300 s.
+pytestmark = pytest.mark.timeout(900)
+
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 SCREENSHOTS = REPO_ROOT / "build" / "screenshots"
 WIDE, PHONE = 1280, 390
@@ -44,6 +48,33 @@ OVERFLOWING = """() => {
   return [...document.querySelectorAll(".md-main *")]
     .filter(el => el.getBoundingClientRect().right > width + 1 && !scrolls(el))
     .slice(0, 5).map(el => el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": " + (el.textContent || "").trim().slice(0, 60));
+}"""
+# Tables wider than the content column, with every collapsed block opened first (a table behind a
+# toggle must fit too once opened). Material makes a table an inline-block that scrolls inside itself,
+# so scrollWidth is the width its content needs. Tables marked `wide-table` (harness/presentation.py)
+# may be wider, but must pin their first column. Returns [problems, tables measured, wide tables].
+TABLES = """() => {
+  document.querySelectorAll(".md-content details").forEach(details => { details.open = true; });
+  const column = document.querySelector(".md-content .md-typeset");
+  const width = column.clientWidth;
+  const tables = [...column.querySelectorAll("table")];
+  const name = table => [...table.querySelectorAll("th")].slice(0, 3).map(th => th.textContent.trim()).join(" | ")
+    + " / " + (table.querySelector("td") || {textContent: ""}).textContent.trim().slice(0, 40);
+  const problems = [];
+  for (const table of tables) {
+    if (table.closest(".wide-table")) {  // scrolled to its end, its first column must still be in view
+      const first = table.querySelector("td"), wrap = table.closest(".md-typeset__scrollwrap");
+      if (first && wrap && wrap.scrollWidth > wrap.clientWidth + 1) {
+        wrap.scrollLeft = wrap.scrollWidth;
+        const scrolledAway = first.getBoundingClientRect().left < wrap.getBoundingClientRect().left - 1;
+        wrap.scrollLeft = 0;
+        if (scrolledAway) problems.push("marked wide, but its first column scrolls away: " + name(table));
+      }
+    } else if (table.scrollWidth > width + 1) {
+      problems.push(`${table.scrollWidth} px in a ${width} px column: ` + name(table));
+    }
+  }
+  return [problems, tables.length, tables.filter(table => table.closest(".wide-table")).length];
 }"""
 MERMAID = """() => [...document.querySelectorAll(".mermaid")].map(el =>
   el.shadowRoot && el.shadowRoot.querySelector("svg") ? "svg" : el.tagName.toLowerCase() + ": " + el.textContent.trim().slice(0, 40))"""
@@ -62,21 +93,14 @@ class Visit:
     mermaid: list[str] = field(default_factory=list)
     images: list[dict] = field(default_factory=list)
     overflow: dict[int, list[str]] = field(default_factory=dict)
+    wide_tables: list[str] = field(default_factory=list)  # at 1280 px: tables wider than the content column
+    tables: tuple[int, int] = (0, 0)  # (tables measured, of which marked wide on purpose)
     serious_violations: list[str] = field(default_factory=list)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
         pass
-
-
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    site = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return site
 
 
 @pytest.fixture(scope="session")
@@ -137,7 +161,8 @@ def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
 
 @pytest.fixture(scope="module")
 def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]:
-    """Visit every page at 1280 px (errors, requests, diagrams, images, overflow, axe), then at 390 px (overflow)."""
+    """Visit every page at 1280 px (errors, requests, diagrams, images, overflow, axe, table widths), then at 390 px
+    (overflow)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
@@ -170,6 +195,9 @@ def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]
                 if path in SCREENSHOT_OF and width == WIDE:
                     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
+                if width == WIDE:  # last: it opens every collapsed block
+                    visit.wide_tables, *counts = page.evaluate(TABLES)
+                    visit.tables = tuple(counts)
         finally:
             context.close()
     return visits
@@ -205,6 +233,14 @@ def test_no_page_overflows_sideways_on_a_desktop_or_a_phone(visits: dict[str, Vi
     overflowing = {f"{path or '/'} at {width} px": elements for path, visit in visits.items()
                    for width, elements in visit.overflow.items() if elements}
     assert overflowing == {}
+
+
+def test_every_table_fits_the_content_column_at_1280_px_unless_it_scrolls_with_its_first_column_pinned(
+        visits: dict[str, Visit]) -> None:
+    measured, wide = (sum(visit.tables[index] for visit in visits.values()) for index in (0, 1))
+    assert measured >= 50 and wide >= 1, f"only {measured} tables, {wide} marked wide: the check would pass on nothing"
+    found = problems(visits, "wide_tables")
+    assert found == {}, "\n".join(f"{path}: {tables}" for path, tables in found.items())
 
 
 def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:

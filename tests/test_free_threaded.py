@@ -55,7 +55,7 @@ def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio
     files = python_versions.python_versions_files(records, tmp_path / "generated", tmp_path / "plots", "{source}\n")
     table = files[tmp_path / "generated" / "python-versions-cpu.md"]
     assert "| design | CPython 3.11 | CPython 3.13 | 3.13 / 3.11 |" in table
-    row = next(line for line in table.splitlines() if line.startswith("| thread-per-connection |"))
+    row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
     assert row.endswith("| **1.80** |")
     assert (tmp_path / "generated" / "python-versions-hello.md") not in files  # no such records: no table
     assert files[tmp_path / "plots" / "python-versions.svg"].startswith("<?xml")

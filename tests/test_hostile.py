@@ -223,7 +223,7 @@ FIXTURE = {
 
 def test_the_matrix_shows_a_mark_and_the_status_per_cell() -> None:
     tables = survival.matrix_tables(FIXTURE)
-    assert "| nginx | ✔ 414 |" in tables
+    assert '| [nginx](/designs/nginx.md "NGINX, one worker process") | ✔ 414 |' in tables  # linked to its page
     assert "| **all** | **1** | **0** | **0** | **0** | **0** | |" in tables
 
 

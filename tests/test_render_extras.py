@@ -55,8 +55,8 @@ def test_memory_per_connection_is_the_slope_of_median_peak_rss_against_connectio
 
 def test_the_memory_table_shows_slope_rss_at_both_ends_processes_and_levels() -> None:
     page = memory.memory_page({"sweep-io": fixture("sweep-io")})
-    assert ("| A thread per connection (`thread-per-connection`) | **8.1** | 13.9 (c=1) | 22.4 (c=1,000) | 1 | "
-            "1, 100, 1,000 |") in page
+    assert ('| [thread-per-connection](/designs/thread-per-connection.md "A thread per connection") | **8.1** | '
+            "13.9 (c=1) | 22.4 (c=1,000) | 1 | 1, 100, 1,000 |") in page
     assert "| **1.5** | 103.5 (c=1) | 105.9 (c=1,000) | 9 |" in page
     assert "`prefork` run as several processes (at most 9)" in page
     assert "each answer closes its connection" in page  # keep-alive is off in this record
@@ -101,13 +101,22 @@ def test_a_rate_sweep_groups_cells_by_offered_rate() -> None:
     assert list(cells_by_level(prefork["runs"], level_key(record))) == [1000]
 
 
+PREFORK = '[prefork](/designs/prefork.md "Pre-forked worker processes sharing one socket")'
+
+
 def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
     table = render.scenario_table(fixture("open-loop-rates"))
-    assert table.startswith("| Design | Model | Offered rate (req/s) | Requests/s, median (min–max) |")
-    assert ("| Pre-forked worker processes sharing one socket (`prefork`) | pre-fork, sequential workers | 160 | "
+    # The table a reader sees first: median, p50 / p99, failures.
+    assert table.startswith("| Design | Offered rate (req/s) | Req/s | p50 / p99 ms | Failed |")
+    assert f"\n| {PREFORK} | 160 | **79.6** | 1,040 / 2,050 | 0 |\n" in table
+    # Every column, behind the toggle (indented under it): model, min–max, p90 and max, completed.
+    assert ("\n    | Design | Model | Offered rate (req/s) | Requests/s, median (min–max) | "
+            "Latency p50 / p90 / p99 / max (ms) | Failed | Completed |") in table
+    assert (f"\n    | {PREFORK} | pre-fork, sequential workers | 160 | "
             "**79.6** (79.5–79.7) | 1,040 / 1,545 / 2,050 / 2,070 | 0 | 320 of 320 |") in table
-    assert "| A thread per connection (`thread-per-connection`) | threads | 20 | **19.8** (19.7–19.9) |" in table
-    assert len([line for line in table.splitlines() if line.startswith("| ") and "(`" in line]) == 3 * 4
+    assert '| [thread-per-connection](/designs/thread-per-connection.md "A thread per connection") | 20 | **19.8** |' in table
+    assert len([line for line in table.splitlines() if line.startswith("| [")]) == 3 * 4
+    assert len([line for line in table.splitlines() if line.startswith("    | [")]) == 3 * 4
     assert "in open loop at 20, 40, 80, 160 requests/s offered, at most 1,000 in flight" in table
     assert "2 s of scheduled requests per rate" in table
 
@@ -116,7 +125,8 @@ def test_one_offered_rate_renders_as_before() -> None:
     record = fixture("open-loop-rates")
     record["settings"]["rate"] = 80
     table = render.scenario_table(record)
-    assert table.startswith("| Design | Model | Requests/s, median (min–max) |")
+    assert table.startswith("| Design | Req/s | p50 / p99 ms | Failed |")
+    assert "\n    | Design | Model | Requests/s, median (min–max) |" in table
     assert "at concurrency 1000" in table and "requests/s offered" not in table
     assert "open-loop-open-loop-latency.svg" not in plots.scenario_plots(record)
 
@@ -306,7 +316,8 @@ def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
     blocking = record["designs"][0]
     for run in blocking["runs"]:
         run.update(time_limit=4, complete=20000)
-    rows = render.design_rows(record, blocking, with_name=False)
+    assert "of 100,000" not in render.design_rows(record, blocking, with_name=False)[0]  # behind the toggle
+    rows = render.design_rows(record, blocking, with_name=False, every_column=True)
     assert "20,000 of 100,000 (4 s limit)" in rows[0]
     assert f"({record['settings']['time_limit']:g} s limit)" not in rows[0]
 

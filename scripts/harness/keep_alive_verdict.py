@@ -24,6 +24,7 @@ import statistics
 from typing import Any
 
 from harness.cells import format_rate, summarise_cell
+from harness.presentation import design_link
 
 ON_SCENARIO, OFF_SCENARIO = "keep-alive-slow-path-on", "keep-alive-slow-path-off"
 NGINX_ATTEMPT = "designing-servers/nginx"
@@ -67,7 +68,7 @@ def verdict_page(records: dict[str, dict[str, Any]]) -> str:
         gain = on_rates[name] / off_rates[name] if name in on_rates and name in off_rates else None
         if gain is not None:
             gains.append(gain)
-        lines.append(f"| {design['title']} (`{name}`) | {on_text} | {off_text} | "
+        lines.append(f"| {design_link(name, design['title'])} | {on_text} | {off_text} | "
                      f"{'–' if gain is None else f'{gain:.1f}×'} | {'–' if figure is None else f'{figure:g}'} |")
     closers = [published(off, design) for design in off["designs"] if design["name"] not in on_rates]
     closer_figures = [figure for figure in closers if figure is not None]

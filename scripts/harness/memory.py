@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.cells import cells_by_level, is_rate_sweep
+from harness.presentation import design_link
 
 KIB_PER_MIB = 1024
 
@@ -117,7 +118,7 @@ def _levels_used(line: MemoryLine, sweep_id: str) -> str:
 
 def _row(line: MemoryLine, sweep_id: str) -> str:
     design = line.design
-    name = f"{design['title']} (`{design['name']}`)"
+    name = design_link(design['name'], design['title'])
     slope = line.kib_per_connection
     if slope is None:
         return f"| {name} | – | – | – | – | fewer than two levels measured |"

@@ -2,7 +2,10 @@
 offered rate (open-loop rate sweeps), and timelines.
 
 Plots are part of rendering: they read records only, and are written to
-docs/plots/ (a folder the site serves). Output is made deterministic (fixed SVG
+docs/plots/ (a folder the site serves). A design has one colour and marker on every plot
+(harness.presentation); a y axis whose values span more than a decade is logarithmic and says so,
+else the slow designs' lines collapse onto the x axis; where the scenario's article published a
+requests/s figure at a plotted level, it is drawn as a hollow marker in the design's colour. Output is made deterministic (fixed SVG
 hash salt, no date in the metadata) so `render --check` can compare them byte for
 byte like the tables.
 """
@@ -16,6 +19,7 @@ from typing import Any
 import matplotlib
 
 from harness.cells import is_rate_sweep
+from harness.presentation import design_colour, design_marker, design_style
 
 matplotlib.use("svg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -44,17 +48,61 @@ def _series(design: dict[str, Any], pick, level: str = "concurrency") -> tuple[l
     return levels, [statistics.median(by_level[level]) for level in levels]
 
 
-def _line_plot(record: dict[str, Any], pick, ylabel: str, title: str, log_y: bool = False) -> str:
+DECADE_SPAN = 10.0  # a y axis whose largest value is more than this many times its smallest is logarithmic
+ARTICLE_LABEL = "article's figure (hollow marker)"
+
+
+def spans_decades(values: list[float]) -> bool:
+    """True when the positive values span more than a decade: a linear axis would flatten the small ones."""
+    positive = [value for value in values if value > 0]
+    return bool(positive) and max(positive) > DECADE_SPAN * min(positive)
+
+
+def article_points(record: dict[str, Any], design: dict[str, Any], plotted: list[float]) -> list[tuple[float, float]]:
+    """(level, requests/s) the article published for this design at a level the plot shows.
+
+    Only requests/s figures (a duration is not on a requests/s axis), and only figures tied to a level
+    (`figures_<level>`), or the plain `figures` of a one-level scenario: a plain figure in a sweep
+    says nothing about which level it belongs to.
+    """
+    published = record["scenario"].get("published", {})
+    if published.get("metric", "requests_per_second") != "requests_per_second":
+        return []
+    points = []
+    for level in plotted:
+        figures = published.get(f"figures_{level:g}", published.get("figures", {}) if len(plotted) == 1 else {})
+        value = next((figures[attempt] for attempt in design["reproduces"] if attempt in figures), None)
+        if value is not None:
+            points.append((level, float(value)))
+    return points
+
+
+def _line_plot(record: dict[str, Any], pick, ylabel: str, title: str, log_y: bool | None = None,
+               with_article: bool = False) -> str:
+    """One line per design against concurrency; `log_y=None` chooses log when the values span decades."""
     figure, axes = plt.subplots(figsize=(7.5, 4.2))
+    every_value: list[float] = []
+    marked = False
     for design in record["designs"]:
         levels, values = _series(design, pick)
         if levels:
-            axes.plot(levels, values, marker="o", markersize=3, label=design["name"])
+            axes.plot(levels, values, markersize=4, **design_style(design["name"]))
+            every_value += values
+        for level, value in (article_points(record, design, levels) if with_article else []):
+            axes.scatter([level], [value], s=60, marker=design_marker(design["name"]), facecolors="none",
+                         edgecolors=design_colour(design["name"]), linewidths=1.5, zorder=3)
+            every_value.append(value)
+            marked = True
+    if marked:  # one legend entry for every hollow marker
+        axes.scatter([], [], s=60, marker="o", facecolors="none", edgecolors="#404040", label=ARTICLE_LABEL)
     axes.set_xscale("log")
+    if log_y is None:
+        log_y = spans_decades(every_value)
     if log_y:
         axes.set_yscale("log")
+        axes.yaxis.set_major_formatter(ticker.FuncFormatter(lambda value, _: f"{value:,g}"))
     axes.set_xlabel("concurrent clients (log scale)")
-    axes.set_ylabel(ylabel)
+    axes.set_ylabel(ylabel + (" (log scale)" if log_y else ""))
     axes.set_title(title, loc="left")
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -63,11 +111,11 @@ def _line_plot(record: dict[str, Any], pick, ylabel: str, title: str, log_y: boo
 
 def throughput_plot(record: dict[str, Any]) -> str:
     return _line_plot(record, lambda run: run["requests_per_second"], "requests per second (median)",
-                      f"{record['scenario']['id']}: throughput against concurrency")
+                      f"{record['scenario']['id']}: throughput against concurrency", with_article=True)
 
 
 def latency_plot(record: dict[str, Any]) -> str:
-    return _line_plot(record, lambda run: (run.get("latency_ms") or {}).get("p99"), "p99 latency, ms (log scale)",
+    return _line_plot(record, lambda run: (run.get("latency_ms") or {}).get("p99"), "p99 latency, ms",
                       f"{record['scenario']['id']}: 99th-percentile latency against concurrency", log_y=True)
 
 
@@ -85,7 +133,7 @@ def open_loop_latency_figure(record: dict[str, Any]) -> Any:
         for design in record["designs"]:
             levels, values = _series(design, lambda run: (run.get("latency_ms") or {}).get(statistic), "rate")
             if levels:
-                panel.plot(levels, values, marker="o", markersize=3, label=design["name"])
+                panel.plot(levels, values, markersize=4, **design_style(design["name"]))
         # The floor: no request can be answered faster than the simulated call it waits for.
         panel.axhline(record["settings"]["delay"] * 1000, color="#9e9e9e", linestyle=":", linewidth=1,
                       label="simulated call")
@@ -107,23 +155,27 @@ def open_loop_latency_plot(record: dict[str, Any]) -> str:
     return _to_svg(open_loop_latency_figure(record))
 
 
+FAILED_COLOUR = "#212121"  # a failed request, on every timeline: no design's colour is near black
+
+
 def timeline_plot(design: dict[str, Any], title: str) -> str | None:
-    """Each request of the first repetition as a bar from its start to its end: who waits for whom."""
+    """Each request of the first repetition as a bar from its start to its end, in the design's colour."""
     timeline = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
     if not timeline:
         return None
     figure, axes = plt.subplots(figsize=(7.5, 0.12 * len(timeline) + 1.2))
     run_end = max((request.get("end") or 0.0) for request in timeline)
+    colour = design_colour(design["name"])
     for row, request in enumerate(timeline):
         intended, start, end = request.get("intended_start"), request.get("start"), request.get("end")
         if intended is not None and start is not None and start > intended:
             # Open loop: the time a request waited for its turn, pale, before its own bar.
-            axes.barh(row, (start - intended) * 1000, left=intended * 1000, height=0.8, color="#c5cae9")
+            axes.barh(row, (start - intended) * 1000, left=intended * 1000, height=0.8, color=colour, alpha=0.3)
         if start is None:
             continue  # never sent
         failed = request.get("status") != 200 or end is None
         axes.barh(row, ((end if end is not None else run_end) - start) * 1000, left=start * 1000, height=0.8,
-                  color="#c62828" if failed else "#3f51b5")
+                  color=FAILED_COLOUR if failed else colour)
     axes.invert_yaxis()
     axes.set_xlabel("time since the first request, ms")
     axes.set_ylabel("request (in order sent)")

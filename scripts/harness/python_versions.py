@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.cells import format_rate
 from harness.free_threaded import medians
+from harness.presentation import design_colour, design_link
 
 RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
 WORKLOADS = {"hello": "hello world, 50 connections", "cpu": "CPU-bound, 75,000 iterations per request, 10 connections"}
@@ -46,7 +47,7 @@ def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
         cells = [format_rate(per_version[version]) if version in per_version else "–" for version in names]
         first, last = per_version.get(names[0]), per_version.get(names[-1])
         ratio = f"**{last / first:.2f}**" if first and last else "–"
-        lines.append(f"| {design} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append(f"| {design_link(design)} | " + " | ".join(cells) + f" | {ratio} |")
     environment = next(iter(versions.values()))["environment"]
     lines += ["", f"*{WORKLOADS[workload]}; median requests/s of {next(iter(versions.values()))['settings']['repeat']}"
               f" runs per cell; records `results/python-<version>-{workload}.json`, measured one after another on "
@@ -68,7 +69,11 @@ def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
         for column, design in enumerate(designs):
             axes = axes_grid[row][column]
             per_version = table.get(design, {})
-            axes.bar(list(per_version), list(per_version.values()), color="#4c72b0")
+            axes.bar(list(per_version), list(per_version.values()), color=design_colour(design))  # its colour everywhere
+            if not per_version:  # say so, rather than an empty frame with made-up ticks
+                axes.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=8, transform=axes.transAxes)
+                axes.set_xticks([])
+                axes.set_yticks([])
             axes.set_title(f"{design}\n{workload}", fontsize=8, loc="left")
             axes.tick_params(labelsize=7)
             if column == 0:

@@ -33,6 +33,7 @@ from harness.cells import (
     tool_bound,
 )
 from harness import keep_alive_verdict
+from harness.presentation import WIDE_TABLE_CLASS, design_link, wide_table
 from harness.figures import SITE_FIGURES, Figure, figures_page
 from harness.how_fast import how_fast_files
 from harness.memory import memory_page
@@ -86,6 +87,17 @@ def rate_label(cell: dict[str, Any], ceiling: float | None = None) -> str:
     return text
 
 
+def rate_summary(cell: dict[str, Any], ceiling: float | None = None) -> str:
+    """The median alone, with the same warnings in short: the range is in the table behind "Every column"."""
+    rate = cell["rate"]
+    text = f"**{format_rate(rate['median'])}**"
+    if rate["relative_range"] > SPREAD_FLAG:
+        text += f" ⚠ spread {rate['relative_range']:.0%}"
+    if tool_bound(rate["median"], ceiling):
+        text += f" ⚠ tool-bound ({rate['median'] / ceiling:.0%})"
+    return text
+
+
 @dataclass
 class Row:
     """What a column needs to render one table cell."""
@@ -102,6 +114,10 @@ def _percentiles(row: Row) -> str:
     return " / ".join(format_ms(row.cell["latency"].get(key)) for key in ("p50", "p90", "p99", "max"))
 
 
+def _p50_p99(row: Row) -> str:
+    return " / ".join(format_ms(row.cell["latency"].get(key)) for key in ("p50", "p99"))
+
+
 def _failed(row: Row) -> str:
     cell = row.cell
     failed = "?" if cell["failed"] is None else f"{cell['failed']:,}"
@@ -111,6 +127,10 @@ def _failed(row: Row) -> str:
 def _duration(row: Row) -> str:
     durations = spread([run["duration_s"] for run in row.cell["runs"]])
     return f"**{durations['median']:.2f}** ({durations['min']:.2f}–{durations['max']:.2f})"
+
+
+def _duration_median(row: Row) -> str:
+    return f"**{spread([run['duration_s'] for run in row.cell['runs']])['median']:.2f}**"
 
 
 def _relative(row: Row) -> str:
@@ -136,6 +156,34 @@ def _cpu_per_request(row: Row) -> str:
     costs = [run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6 for run in row.cell["runs"]
              if (run.get("server_resources") or {}).get("cpu_seconds") is not None and run.get("complete")]
     return f"{statistics.median(costs):,.0f}" if costs else "–"
+
+
+def summary_columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(header, cell function) for the table a reader sees first: narrow enough for the page at 1280 px.
+
+    The median, the figures the scenario is about, the article's figure, p50 / p99 and failures;
+    `columns` (every column) is one click away, behind a "details" toggle under it.
+    """
+    settings, published = record["settings"], record["scenario"].get("published", {})
+    metric = published.get("metric", "requests_per_second")
+    chosen: list[tuple[str, Any]] = []
+    if len(levels(record)) > 1:
+        chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
+    chosen.append(("Req/s", lambda row: rate_summary(row.cell, row.ceiling)))
+    if metric == "duration_s":
+        chosen.append(("Total s", _duration_median))
+    if settings.get("relative_to"):
+        chosen.append((f"% of {settings['relative_to']}", _relative))
+    if settings.get("cpu_per_request"):
+        chosen.append(("CPU µs / request", _cpu_per_request))
+    if published:
+        chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
+                       lambda row: published_figure(row.record, row.design, row.level)))
+    chosen.append(("p50 / p99 ms", _p50_p99))
+    chosen.append(("Failed", _failed))
+    if published.get("failed"):
+        chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
+    return chosen
 
 
 def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -175,10 +223,22 @@ def reference_medians(record: dict[str, Any]) -> dict[float, float]:
             for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
 
 
-def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool) -> list[str]:
-    """Table rows for one design: one per level, or one saying why it has none."""
-    chosen = columns(record)
-    prefix = f"| {design['title']} (`{design['name']}`) | {design['model']} " if with_name else ""
+def design_label(design: dict[str, Any]) -> str:
+    """The first column: the design's short name linked to its page (long title as tooltip), or the tool ceiling."""
+    if design.get("is_ceiling"):
+        return f"{design['title']} (`{design['name']}`)"
+    return design_link(design["name"], design["title"])
+
+
+def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool, every_column: bool = False) -> list[str]:
+    """Table rows for one design: one per level, or one saying why it has none.
+
+    `every_column`: the full table (model, min–max, p90 and max, completed, ...) behind the toggle.
+    """
+    chosen = columns(record) if every_column else summary_columns(record)
+    prefix = ""
+    if with_name:
+        prefix = f"| {design_label(design)} " + (f"| {design['model']} " if every_column else "")
     cells = cells_by_level(design["runs"], level_key(record))
     tool_ceilings = {} if design.get("is_ceiling") else ceilings(record)
     references = reference_medians(record)
@@ -250,7 +310,7 @@ def caption(record: dict[str, Any]) -> str:
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
-    return (f"Median of {settings['repeat']} repetition(s) per design, min–max in brackets; "
+    return (f"Median of {settings['repeat']} repetition(s) per design (min–max in brackets under \"Every column\"); "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
@@ -260,23 +320,47 @@ def caption(record: dict[str, Any]) -> str:
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 
 
-def table_head(record: dict[str, Any], with_name: bool) -> str:
-    headers = (["Design", "Model"] if with_name else []) + [header for header, _ in columns(record)]
+def table_head(record: dict[str, Any], with_name: bool, every_column: bool = False) -> str:
+    names = (["Design", "Model"] if every_column else ["Design"]) if with_name else []
+    headers = names + [header for header, _ in (columns(record) if every_column else summary_columns(record))]
     return "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n"
 
 
+# The full table is wider than the page: it sits in a collapsed block whose `wide-table` class lets it
+# scroll inside itself with the first column pinned (docs/assets/site.css; tests/test_browser.py
+# allows exactly these tables to be wider than the content column).
+EVERY_COLUMN = (f'??? info {WIDE_TABLE_CLASS} "Every column: min–max, p90 and max latency, completed requests, model"'
+                '\n\n')
+
+
+def _indent(text: str) -> str:
+    return "".join(f"    {line}" if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+def _tables(record: dict[str, Any], designs: list[dict[str, Any]], with_name: bool) -> str:
+    """The narrow table, then the full one behind a toggle, then the caption."""
+    def rows(every_column: bool) -> str:
+        lines = []
+        for design in designs:
+            design_lines = design_rows(record, design, with_name, every_column)
+            lines += [line.replace("**", "") for line in design_lines] if design.get("is_ceiling") else design_lines
+        return "\n".join(lines) + "\n"
+
+    summary = table_head(record, with_name) + rows(every_column=False)
+    full = table_head(record, with_name, every_column=True) + rows(every_column=True)
+    return summary + "\n" + EVERY_COLUMN + _indent(full) + "\n" + caption(record) + "\n"
+
+
 def scenario_table(record: dict[str, Any]) -> str:
-    rows = [row for design in record["designs"] for row in design_rows(record, design, with_name=True)]
+    designs = list(record["designs"])
     if record.get("ceiling"):
-        ceiling = {**record["ceiling"], "title": f"Tool ceiling: {record['ceiling']['title']}, no simulated call",
-                   "reproduces": [], "is_ceiling": True}
-        rows += [row.replace("**", "") for row in design_rows(record, ceiling, with_name=True)]
-    return table_head(record, with_name=True) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
+        designs.append({**record["ceiling"], "title": f"Tool ceiling: {record['ceiling']['title']}, no simulated call",
+                        "reproduces": [], "is_ceiling": True})
+    return _tables(record, designs, with_name=True)
 
 
 def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
-    rows = design_rows(record, design, with_name=False)
-    return table_head(record, with_name=False) + "\n".join(rows) + "\n\n" + caption(record) + "\n"
+    return _tables(record, [design], with_name=False)
 
 
 def format_duration(seconds: float) -> str:
@@ -331,7 +415,8 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     rerun_records = load_records(rerun_dir(results_dir))
     if records:
         header = HEADER.format(source="every file in results/")
-        files[generated_dir / "environment.md"] = header + environment_table(records)
+        # Ten columns of reference data, one row per record: wide on purpose, the scenario column pinned.
+        files[generated_dir / "environment.md"] = header + wide_table(environment_table(records))
     # These two always exist, saying "not measured yet" when no record allows them: pages include them.
     files[generated_dir / "memory-per-connection.md"] = (
         HEADER.format(source="every record in results/ with two or more concurrency levels") + memory_page(records))

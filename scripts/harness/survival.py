@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.catalogue import CATALOGUE_DIR
+from harness.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
 RECORD_NAME = "hostile.json"
@@ -70,8 +71,9 @@ def cell(result: dict[str, Any] | None) -> str:
 
 
 def design_label(design: dict[str, Any]) -> str:
+    """The design's short name, linked to its page, and whether it ran behind nginx."""
     suffix = " behind nginx" if design["behind_nginx"] else ""
-    return f"{design['design']}{suffix}"
+    return f"{design_link(design['design'])}{suffix}"
 
 
 def totals(design: dict[str, Any]) -> dict[str, int]:
@@ -228,7 +230,8 @@ def limits_page(record: dict[str, Any] | None, limits: list[dict[str, Any]] | No
             lines.append(f"| [{limit['setting']}]({limit['source']}) | {_escape(limit['default'])} | "
                          f"{_escape(limit.get('ours', 'the default'))} | {_escape(shown)} | {mark} |")
         parts.append("\n".join(lines))
-    return "\n\n".join(parts) + "\n"
+    # Prose in every cell (documented default, measured answer): wide on purpose, the setting pinned.
+    return wide_table("\n\n".join(parts))
 
 
 def proxy_page(record: dict[str, Any] | None) -> str:
@@ -258,7 +261,8 @@ def proxy_page(record: dict[str, Any] | None) -> str:
                        f"{totals(fronted)['robust']} behind nginx; nginx turns cases "
                        f"{', '.join(map(str, fixed)) or 'none'} robust, and cases "
                        f"{', '.join(map(str, worse)) or 'none'} from robust to not.")
-    return "\n".join(lines) + "\n\n" + "\n".join(summary) + "\n"
+    # Two columns per design (alone, behind nginx): wide on purpose, the case pinned.
+    return wide_table("\n".join(lines)) + "\n" + "\n".join(summary) + "\n"
 
 
 def _verdict(design: dict[str, Any], case_id: str) -> str | None:
