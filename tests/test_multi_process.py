@@ -135,3 +135,19 @@ def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
     assert "| [process-pool](/designs/process-pool.md" in table and "| **1.00** |" in table
     assert (tmp_path / "generated" / "scaling-hello.md") not in files  # no pair of records, no table
     assert files[tmp_path / "plots" / "scaling.svg"].startswith("<?xml")
+
+
+def test_a_scaling_cell_whose_runs_disagree_is_flagged(tmp_path) -> None:
+    one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
+    two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
+    one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
+    design = next(design for design in two["designs"] if design["name"] == "thread-per-connection")
+    runs = [run for run in design["runs"] if run.get("error") is None]
+    for run in runs:
+        run["requests_per_second"] = 100.0
+    runs[0]["requests_per_second"], runs[-1]["requests_per_second"] = 80.0, 120.0  # range 40% of the median
+    table = multi_process_render.scaling_table(one, two)
+    row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
+    assert "| 100.0 ⚠ 40% |" in row
+    other = next(line for line in table.splitlines() if line.startswith("| [process-pool](/designs/"))
+    assert "⚠" not in other

@@ -16,6 +16,9 @@ from harness.stats import spread
 TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measures the tool, not the design
 
 
+SPREAD_FLAG = 0.10  # a cell whose min-max range exceeds 10% of its median is flagged
+
+
 def is_rate_sweep(record: dict[str, Any]) -> bool:
     return isinstance(record["settings"].get("rate"), list)
 
@@ -75,6 +78,18 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "requested": runs[0]["requests_requested"],
         "repetitions": len(runs),
     }
+
+
+def rate_cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
+    """Every measured cell's requests/s (median, min, max, relative_range) by (design, level); failed runs left out."""
+    return {(design["name"], level): summarise_cell(runs)["rate"]
+            for design in record["designs"]
+            for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
+
+
+def rate_medians(record: dict[str, Any]) -> dict[tuple[str, float], float]:
+    """Every measured cell's median requests/s by (design, level), as the tables' bold numbers."""
+    return {key: rate["median"] for key, rate in rate_cells(record).items()}
 
 
 def ceilings(record: dict[str, Any]) -> dict[float, float]:

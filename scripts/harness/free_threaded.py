@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cells import cells_by_level, format_rate, level_key
+from harness.cells import format_rate, rate_medians
 from harness.records import RESULTS_DIR
-from harness.stats import spread
 
 FREE_THREADED_DIR_NAME = "free-threaded"
 INTERPRETERS = {"gil": "3.14", "free-threaded": "3.14t"}  # folder names under results/free-threaded/
@@ -36,23 +35,13 @@ def load_pair(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
     return found
 
 
-def medians(record: dict[str, Any]) -> dict[tuple[str, float], float]:
-    """Median requests/s by (design, level) over the successful runs."""
-    result = {}
-    for design in record["designs"]:
-        runs = [run for run in design["runs"] if run.get("error") is None]
-        for level, cell in cells_by_level(runs, level_key(record)).items():
-            result[(design["name"], level)] = spread([run["requests_per_second"] for run in cell])["median"]
-    return result
-
-
 def free_threaded_table(results_dir: Path = RESULTS_DIR) -> str:
     pair = load_pair(results_dir)
     if len(pair) < 2:
         missing = [INTERPRETERS[kind] for kind in INTERPRETERS if kind not in pair]
         return NOT_YET.format(gil=INTERPRETERS["gil"], free=INTERPRETERS["free-threaded"],
                               missing=f" (missing: {', '.join(missing)})")
-    gil, free = medians(pair["gil"]), medians(pair["free-threaded"])
+    gil, free = rate_medians(pair["gil"]), rate_medians(pair["free-threaded"])
     lines = ["| design | clients | req/s, 3.14 (GIL) | req/s, 3.14t (free-threaded) | 3.14t / 3.14 |",
              "|---|--:|--:|--:|--:|"]
     for (name, level), rate in gil.items():

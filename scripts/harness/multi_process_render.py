@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cells import format_rate
+from harness.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians
 from harness.records import RESULTS_DIR, SCHEMA_VERSION
 from harness.presentation import design_link
 
@@ -140,20 +140,26 @@ SCALING_PAIRS = {"scaling-hello": ("scaling-hello-one-cpu", "scaling-hello-two-c
                  "scaling-cpu": ("scaling-cpu-one-cpu", "scaling-cpu-two-cpus")}
 
 
+def flagged_median(rate: dict[str, float]) -> str:
+    """A cell's median, with the tables' spread warning when its runs disagreed."""
+    flag = f" ⚠ {rate['relative_range']:.0%}" if rate["relative_range"] > SPREAD_FLAG else ""
+    return f"{format_rate(rate['median'])}{flag}"
+
+
 def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
     """Each design's median requests/s on one CPU and on two, and the ratio: how much a second core bought."""
-    from harness.free_threaded import medians  # the same median-per-cell reading
-
-    on_one, on_two = medians(one), medians(two)
+    on_one, on_two = rate_cells(one), rate_cells(two)
     titles = {design["name"]: design["title"] for design in two["designs"]}
     lines = ["| design | req/s, server on 1 CPU | on 2 CPUs (one shared with the load tool) | 2 CPUs / 1 CPU |",
              "|---|--:|--:|--:|"]
-    for (name, level), rate in on_one.items():
-        if (name, level) in on_two and rate:
-            lines.append(f"| {design_link(name, titles.get(name))} | {format_rate(rate)} | "
-                         f"{format_rate(on_two[(name, level)])} | **{on_two[(name, level)] / rate:.2f}** |")
+    for key, alone in on_one.items():
+        if key in on_two and alone["median"]:
+            both = on_two[key]
+            lines.append(f"| {design_link(key[0], titles.get(key[0]))} | {flagged_median(alone)} | "
+                         f"{flagged_median(both)} | **{both['median'] / alone['median']:.2f}** |")
     pinning_two = two["environment"]["pinning"]
-    lines += ["", f"*Medians of {one['settings']['repeat']} runs each, from `results/{one['scenario']['id']}.json` and "
+    lines += ["", f"*Medians of {one['settings']['repeat']} runs each (⚠: their range was over "
+              f"{SPREAD_FLAG:.0%} of the median), from `results/{one['scenario']['id']}.json` and "
               f"`results/{two['scenario']['id']}.json`. On two CPUs the server may use CPUs {pinning_two['server_cpu']} "
               f"and the load tool runs on CPU {pinning_two['load_tool_cpu']}, so the ceiling is below 2.*"]
     return "\n".join(lines) + "\n"
@@ -162,12 +168,10 @@ def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
 def scaling_plot(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str:
     """One panel per workload: each design's median req/s on one CPU and on two, side by side."""
     from harness import plots  # matplotlib is slow to import: only rendering needs it
-    from harness.free_threaded import medians
-
     plt = plots.plt
     figure, axes_row = plt.subplots(1, len(pairs), figsize=(5.2 * len(pairs), 3.8), squeeze=False)
     for axes, (name, (one, two)) in zip(axes_row[0], pairs.items()):
-        on_one, on_two = medians(one), medians(two)
+        on_one, on_two = rate_medians(one), rate_medians(two)
         keys = [key for key in on_one if key in on_two]
         positions = range(len(keys))
         axes.barh([position + 0.2 for position in positions], [on_one[key] for key in keys], height=0.4,

@@ -11,8 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.cells import format_rate
-from harness.free_threaded import medians
+from harness.cells import format_rate, rate_medians
 from harness.presentation import design_colour, design_link
 
 RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
@@ -34,7 +33,7 @@ def rates(versions: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     """{design: {version: median req/s}} (one level per scenario)."""
     table: dict[str, dict[str, float]] = {}
     for version, record in versions.items():
-        for (name, _), rate in medians(record).items():
+        for (name, _), rate in rate_medians(record).items():
             table.setdefault(name, {})[version] = rate
     return table
 

@@ -29,7 +29,7 @@ from harness.cells import (
     format_rate,
     level_header,
     level_key,
-    summarise_cell,
+    rate_medians,
     tool_bound,
 )
 
@@ -66,12 +66,8 @@ class Cell:
 def medians(record: dict[str, Any]) -> dict[tuple[str, float], tuple[float, bool]]:
     """(design, level) -> (median requests/s, tool-bound) for every measured cell."""
     tool_ceilings = ceilings(record)
-    found = {}
-    for design in record["designs"]:
-        for level, runs in cells_by_level(design["runs"], level_key(record)).items():
-            median = summarise_cell(runs)["rate"]["median"]
-            found[design["name"], level] = (median, tool_bound(median, tool_ceilings.get(level)))
-    return found
+    return {key: (median, tool_bound(median, tool_ceilings.get(key[1])))
+            for key, median in rate_medians(record).items()}
 
 
 def compare_cells(first: dict[str, Any], second: dict[str, Any]) -> list[Cell]:
