@@ -1,3 +1,25 @@
-"""Loads the code-block runner for README.md and docs/ (tests/conftest.py only reaches items under tests/)."""
+"""For every test, here because tests/conftest.py only reaches the items under tests/: the code-block
+runner for README.md and docs/, and which tests share an xdist worker."""
+
+import pytest
+
 
 pytest_plugins = ["tests.codeblock_runs"]
+
+
+# `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
+# expensive fixture stay on one worker: file by file, and the three files that read the built site
+# together (one build for all three); the docs' code blocks all stay on one worker, in page order,
+# because a page's servers listen on the fixed port 8000 its commands name.
+ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py"}
+SITE_FILES = {"test_browser.py", "test_site.py", "test_glossary.py"}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test's group, as it is collected: before any pytest_collection_modifyitems (xdist reads them there)."""
+    if item.path.suffix == ".md":
+        item.add_marker(pytest.mark.xdist_group("code-blocks"))
+    elif item.path.name in SITE_FILES:
+        item.add_marker(pytest.mark.xdist_group("built-site"))
+    elif item.path.name in ONE_WORKER_FILES:
+        item.add_marker(pytest.mark.xdist_group(item.path.stem))

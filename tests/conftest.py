@@ -64,21 +64,3 @@ def built_site(strict_build: StrictBuild) -> Path:
     """The built site's directory; fails the test that asks for it when the strict build failed."""
     assert strict_build.returncode == 0, strict_build.stderr[-4000:]
     return strict_build.site
-
-
-# `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
-# expensive fixture stay on one worker: file by file, and the three files that read the built site
-# together (one build for all three); the docs' code blocks all stay on one worker, in page order,
-# because a page's servers listen on the fixed port 8000 its commands name.
-ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py"}
-SITE_FILES = {"test_browser.py", "test_site.py", "test_glossary.py"}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.suffix == ".md":
-            item.add_marker(pytest.mark.xdist_group("code-blocks"))
-        elif item.path.name in SITE_FILES:
-            item.add_marker(pytest.mark.xdist_group("built-site"))
-        elif item.path.name in ONE_WORKER_FILES:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))

@@ -82,3 +82,28 @@ def test_a_failing_block_reports_its_exit_status_and_output_even_from_an_xdist_w
     assert "1 failed" in result.stdout and "INTERNALERROR" not in result.stdout + result.stderr, result.stdout[-3000:]
     assert "the block exited 3" in result.stdout
     assert "partial output" in result.stdout and "what went wrong" in result.stdout
+
+
+def test_the_pages_code_blocks_share_one_xdist_worker() -> None:
+    """`make test`'s workers: every page's blocks on one of them (their servers use fixed ports).
+
+    Guards against a pytest/pytest-xdist pair that ignores the groups silently (pytest 9.2 with
+    xdist 3.8 does: pytest-dev/pytest-xdist#1386). The pages live under build/ so that the
+    root conftest.py, which sets the groups, applies to them.
+    """
+    pages = REPO_ROOT / "build" / "test-xdist-groups"
+    pages.mkdir(parents=True, exist_ok=True)
+    try:
+        for name in ("a", "b"):
+            (pages / f"{name}.md").write_text("# A page\n\n" + "```bash\necho block\n```\n\n" * 3, encoding="utf-8")
+        result = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-n", "2",
+                                 "--dist", "loadgroup", str(pages)], cwd=REPO_ROOT, capture_output=True, text=True,
+                                timeout=120)
+    finally:
+        for page in pages.glob("*.md"):
+            page.unlink()
+        pages.rmdir()
+    passed = [line for line in result.stdout.splitlines() if " PASSED " in line]
+    assert len(passed) == 6, result.stdout[-3000:]
+    assert all(line.rstrip().endswith("@code-blocks") for line in passed), passed
+    assert len({line.split()[0] for line in passed}) == 1, passed  # one worker, e.g. [gw0]
