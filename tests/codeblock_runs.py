@@ -100,6 +100,16 @@ class Running:
     stderr_path: str
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """In the server's process, before bash starts: SIGINT back to its default.
+
+    A reader's shell delivers Ctrl-C to a command that has not asked otherwise. An xdist worker
+    ignores SIGINT, and an ignored signal is inherited: bash cannot un-ignore it, and Python then
+    installs no KeyboardInterrupt handler, so `python -m http.server` would sleep through Ctrl-C.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def running(block: Block, log_dir: Path) -> Iterator[Running]:
     """The server block running in its own process group until it listens; the group is killed on exit."""
@@ -111,7 +121,7 @@ def running(block: Block, log_dir: Path) -> Iterator[Running]:
     stdout = (log_dir / f"server-{block.lineno}.out").open("wb")
     stderr = (log_dir / f"server-{block.lineno}.err").open("wb")
     server = subprocess.Popen(["/bin/bash", script(block.code, log_dir / f"server-{block.lineno}.sh")],
-                              cwd=REPO_ROOT, env=activated_environment(),
+                              cwd=REPO_ROOT, env=activated_environment(), preexec_fn=ctrl_c_as_in_a_terminal,
                               stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True)
     try:
         deadline = time.monotonic() + LISTEN_WAIT
