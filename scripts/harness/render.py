@@ -30,6 +30,7 @@ from harness.cells import (
     level_header,
     level_key,
     levels,
+    rate_medians,
     summarise_cell,
     tool_bound,
 )
@@ -158,69 +159,50 @@ def _cpu_per_request(row: Row) -> str:
     return f"{statistics.median(costs):,.0f}" if costs else "–"
 
 
-def summary_columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(header, cell function) for the table a reader sees first: narrow enough for the page at 1280 px.
+def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[str, Any]]:
+    """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for.
 
-    The median, the figures the scenario is about, the article's figure, p50 / p99 and failures;
-    `columns` (every column) is one click away, behind a "details" toggle under it.
+    By default the table a reader sees first, narrow enough for the page at 1280 px: the median,
+    the figures the scenario is about, the article's figure, p50 / p99 and failures. `every_column`:
+    the full table behind the "details" toggle under it (min–max, p90 and max, mean / mode, completed).
     """
     settings, published = record["settings"], record["scenario"].get("published", {})
     metric = published.get("metric", "requests_per_second")
     chosen: list[tuple[str, Any]] = []
     if len(levels(record)) > 1:
         chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
-    chosen.append(("Req/s", lambda row: rate_summary(row.cell, row.ceiling)))
+    if every_column:
+        chosen.append(("Requests/s, median (min–max)", lambda row: rate_label(row.cell, row.ceiling)))
+    else:
+        chosen.append(("Req/s", lambda row: rate_summary(row.cell, row.ceiling)))
     if metric == "duration_s":
-        chosen.append(("Total s", _duration_median))
+        chosen.append(("Total time, s, median (min–max)", _duration) if every_column else ("Total s", _duration_median))
     if settings.get("relative_to"):
         chosen.append((f"% of {settings['relative_to']}", _relative))
     if settings.get("cpu_per_request"):
-        chosen.append(("CPU µs / request", _cpu_per_request))
+        chosen.append(("Server CPU µs per request, median" if every_column else "CPU µs / request", _cpu_per_request))
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
-    chosen.append(("p50 / p99 ms", _p50_p99))
+    if every_column:
+        chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
+        if any((run.get("latency_ms") or {}).get("mode") is not None
+               for design in record["designs"] for run in design["runs"]):
+            chosen.append(("Mean / mode (ms)", _mean_mode))
+    else:
+        chosen.append(("p50 / p99 ms", _p50_p99))
     chosen.append(("Failed", _failed))
     if published.get("failed"):
         chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
-    return chosen
-
-
-def columns(record: dict[str, Any]) -> list[tuple[str, Any]]:
-    """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for."""
-    settings, published = record["settings"], record["scenario"].get("published", {})
-    metric = published.get("metric", "requests_per_second")
-    chosen: list[tuple[str, Any]] = []
-    if len(levels(record)) > 1:
-        chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
-    chosen.append(("Requests/s, median (min–max)", lambda row: rate_label(row.cell, row.ceiling)))
-    if metric == "duration_s":
-        chosen.append(("Total time, s, median (min–max)", _duration))
-    if settings.get("relative_to"):
-        chosen.append((f"% of {settings['relative_to']}", _relative))
-    if settings.get("cpu_per_request"):
-        chosen.append(("Server CPU µs per request, median", _cpu_per_request))
-    if published:
-        chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
-                       lambda row: published_figure(row.record, row.design, row.level)))
-    chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
-    if any((run.get("latency_ms") or {}).get("mode") is not None for design in record["designs"] for run in design["runs"]):
-        chosen.append(("Mean / mode (ms)", _mean_mode))
-    chosen.append(("Failed", _failed))
-    if published.get("failed"):
-        chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
-    chosen.append(("Completed", _completed))
+    if every_column:
+        chosen.append(("Completed", _completed))
     return chosen
 
 
 def reference_medians(record: dict[str, Any]) -> dict[float, float]:
     """Median requests/s of the `relative_to` design, by level."""
     name = record["settings"].get("relative_to")
-    design = next((design for design in record["designs"] if design["name"] == name), None)
-    if design is None:
-        return {}
-    return {level: summarise_cell(runs)["rate"]["median"]
-            for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
+    return {level: median for (design, level), median in rate_medians(record).items() if design == name}
 
 
 def design_label(design: dict[str, Any]) -> str:
@@ -235,7 +217,7 @@ def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool,
 
     `every_column`: the full table (model, min–max, p90 and max, completed, ...) behind the toggle.
     """
-    chosen = columns(record) if every_column else summary_columns(record)
+    chosen = columns(record, every_column)
     prefix = ""
     if with_name:
         prefix = f"| {design_label(design)} " + (f"| {design['model']} " if every_column else "")
@@ -322,7 +304,7 @@ def caption(record: dict[str, Any]) -> str:
 
 def table_head(record: dict[str, Any], with_name: bool, every_column: bool = False) -> str:
     names = (["Design", "Model"] if every_column else ["Design"]) if with_name else []
-    headers = names + [header for header, _ in (columns(record) if every_column else summary_columns(record))]
+    headers = names + [header for header, _ in columns(record, every_column)]
     return "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n"
 
 
