@@ -14,11 +14,11 @@ LISTENER = ("python -c \"import signal, socket, sys, time; signal.signal(signal.
             "s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)\"")
 
 
-def run_page(tmp_path: Path, page: str) -> subprocess.CompletedProcess[str]:
+def run_page(tmp_path: Path, page: str, *options: str) -> subprocess.CompletedProcess[str]:
     """pytest on one markdown page with the project's settings and the runner loaded, as `make test` runs docs/."""
     path = tmp_path / "page.md"
     path.write_text(page, encoding="utf-8")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.codeblock_runs",
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.codeblock_runs", *options,
                "-c", str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT), str(path)]
     return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
@@ -73,12 +73,7 @@ def test_stop_sigterm_signals_the_command_not_the_shell(tmp_path: Path) -> None:
 
 def test_a_failing_block_reports_its_exit_status_and_output_even_from_an_xdist_worker(tmp_path: Path) -> None:
     page = "# A page\n\n```bash\necho partial output; echo what went wrong >&2; exit 3\n```\n"
-    path = tmp_path / "page.md"
-    path.write_text(page, encoding="utf-8")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.codeblock_runs", "-n", "1",
-               "-c", str(REPO_ROOT / "pyproject.toml"), "--rootdir", str(REPO_ROOT), str(path)]
-    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)})
+    result = run_page(tmp_path, page, "-n", "1")
     assert "1 failed" in result.stdout and "INTERNALERROR" not in result.stdout + result.stderr, result.stdout[-3000:]
     assert "the block exited 3" in result.stdout
     assert "partial output" in result.stdout and "what went wrong" in result.stdout
