@@ -152,6 +152,20 @@ def test_every_variant_listed_is_still_a_plumbing_copy() -> None:
         assert len(PLUMBING.get(name, {})) > 1, f"VARIANTS lists {name}, which no longer has copies"
 
 
+# Copies outside the plumbing: a design that grows from another and keeps one of its functions word for
+# word (event-loop workers run asyncio streams' handler in each worker). name -> the files that carry it.
+SAME_OUTSIDE_PLUMBING = {"handle_request": ("asyncio_streams.py", "event_loop_workers.py")}
+
+
+@pytest.mark.parametrize("name", SAME_OUTSIDE_PLUMBING)
+def test_a_function_kept_from_the_design_grown_from_stays_identical(name: str) -> None:
+    texts = server_files()
+    copies = {file: top_level_names(ast.parse(texts[file]), texts[file]).get(name)
+              for file in SAME_OUTSIDE_PLUMBING[name]}
+    assert None not in copies.values(), f"{name} is missing from {[file for file, src in copies.items() if src is None]}"
+    assert len(set(copies.values())) == 1, f"{name} differs between {sorted(copies)}"
+
+
 @pytest.mark.parametrize("constant", SHARED_CONSTANTS)
 def test_shared_constants_have_one_value(constant: str) -> None:
     values = {}
