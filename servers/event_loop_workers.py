@@ -306,6 +306,9 @@ class Supervisor:
                 everyone.discard(pid)
             else:
                 time.sleep(0.05)
+        if everyone:  # say so: the lines those workers would print on their way out are lost with them
+            print(f"workers {sorted(everyone)} still running {SHUTDOWN_GRACE + 1:g} s after SIGTERM: killed",
+                  file=sys.stderr, flush=True)
         self.signal_all(everyone, signal.SIGKILL)  # out of grace
         for pid in everyone:
             try:

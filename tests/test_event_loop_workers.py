@@ -81,8 +81,9 @@ def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
     assert report["failed"] == 0, report["failed_by_kind"]
     assert report["complete"] == 800
     # Every retired worker reported what it served before it left: nothing was cut off.
+    logs = f"stdout:\n{server.stdout_path.read_text()}\nstderr:\n{server.stderr_path.read_text()}"
     served = sum(balance.served_per_worker(server.stdout_path.read_text()))
-    assert served >= 800
+    assert served >= 800, logs
     assert server.exit_code == 0
 
 
@@ -165,4 +166,29 @@ def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
         wait_for(lambda: "reload failed" in server.stderr_path.read_text())
         assert worker_pids(server.process.pid) == {old}
         assert probe.get(server.host, server.port).status == 200
+    assert server.exit_code == 0
+
+
+STUBBORN_WORKER = """
+import asyncio, sys
+sys.path.insert(0, {servers!r})
+import event_loop_workers as server
+
+async def never_stops(*args):
+    await asyncio.sleep(3600)  # SIGTERM stays held back (it is masked from the fork until a loop takes it)
+
+server.worker_loop = never_stops
+sys.argv = ["event_loop_workers.py", "--port", {port!r}, "--workers", "1"]
+server.main()
+"""
+
+
+def test_a_worker_that_outlives_the_grace_is_killed_and_named(tmp_path) -> None:
+    port = processes.free_port()
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN_WORKER.format(servers=str(REPO_ROOT / "servers"), port=str(port)))
+    with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
+        (stubborn,) = forked_workers(server.process.pid)
+    assert f"workers [{stubborn}] still running" in server.stderr_path.read_text()
+    assert not Path(f"/proc/{stubborn}").exists()  # killed and reaped: no orphan left
     assert server.exit_code == 0

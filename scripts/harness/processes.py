@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
-STOP_GRACE_SECONDS = 6.0  # servers promise to exit within 5 s of SIGTERM
+STOP_GRACE_SECONDS = 8.0  # servers promise to exit within 5 s of SIGTERM; a supervisor kills its workers at 6 s
 READY_TIMEOUT_SECONDS = 15.0
 STDERR_TAIL_BYTES = 2000
 
