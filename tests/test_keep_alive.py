@@ -117,6 +117,22 @@ def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_pat
     assert f"server: {shlex.join(server)}" in result.stderr and f"load: {shlex.join(load)}" in result.stderr
 
 
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk, which `make test` installs")
+def test_a_warm_up_runs_the_same_load_first_and_is_recorded_apart(tmp_path: Path) -> None:
+    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
+                             "warm-up-test", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                            cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    run = json.loads((tmp_path / "warm-up-test.json").read_text())["designs"][0]["runs"][0]
+    warm_up = run["warm_up"]
+    assert warm_up["seconds"] == 1 and warm_up["requests_per_second"] > 0 and warm_up["failed"] == 0
+    assert warm_up["command"][warm_up["command"].index("-d") + 1] == "1s"
+    warm_line, load_line = (result.stderr.index(f"warm-up: {shlex.join(warm_up['command'])}"),
+                            result.stderr.index(f"load: {shlex.join(run['load_command'])}"))
+    assert warm_line < load_line  # announced, and run, before the measured load
+    assert run["complete"] > 0 and run["duration_s"] < 1.5  # the measured run is the second second alone
+
+
 @pytest.mark.parametrize(("name", "closed", "problem"), [
     ("keeps-alive", False, None),
     ("forgets-http10", True, "no Connection: keep-alive in answer to an HTTP/1.0 keep-alive request"),

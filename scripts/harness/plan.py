@@ -69,7 +69,8 @@ def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bo
     """Estimated seconds of every cell of a scenario, in the order they will run."""
     def cell(design_specific: dict[str, Any]) -> float:
         limit = design_specific.get("time_limit")
-        return (float(limit) if limit else UNTIMED_CELL_SECONDS) + CELL_OVERHEAD_SECONDS
+        warm_up = float(design_specific.get("warm_up") or 0)
+        return (float(limit) if limit else UNTIMED_CELL_SECONDS) + warm_up + CELL_OVERHEAD_SECONDS
 
     def cells(design_specific: dict[str, Any]) -> list[float]:
         return [cell({**design_specific, **overrides}) for _, _, overrides in levels(design_specific)]

@@ -2,7 +2,8 @@
 
 Order of a cell: start the server (pinned to one CPU) -> wait until it listens ->
 verify its answer (a wrong answer is recorded as failed, never measured) -> prime
-it with a few requests -> run the load tool (pinned to the other CPU) -> check it
+it with a few requests -> warm it up (the scenario's `warm_up`: the same load for a
+few seconds, not counted) -> run the load tool (pinned to the other CPU) -> check it
 is still alive -> stop it (SIGTERM to the process group) and record its exit code.
 Repetitions alternate the order of designs, so slow drift of the machine does not
 always favour the same design. The scenario's record is written once, atomically,
@@ -60,6 +61,20 @@ def announce(role: str, command: list[str]) -> None:
     print(f"    {role}: {shlex.join(command)}", file=sys.stderr, flush=True)
 
 
+def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+                load_cpu: str | None) -> dict[str, Any] | None:
+    """The scenario's `warm_up`: the same load for that many seconds, not counted; what ran and its rate."""
+    seconds = settings.get("warm_up")
+    if not seconds:
+        return None
+    warm_settings = {**settings, "time_limit": seconds}
+    announce("warm-up", processes.pinned(tool.command(url, concurrency, warm_settings, workdir / "warm-up"), load_cpu))
+    run = tool.run(url, concurrency, warm_settings, workdir / "warm-up", load_cpu)
+    return {"seconds": seconds, "command": processes.pinned(run["command"], load_cpu) if run.get("command") else None,
+            "requests_per_second": run.get("requests_per_second"), "failed": run.get("failed"),
+            "error": run.get("error")}
+
+
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
                         tool: Any, pinning: dict[str, str | None], progress: plan.Progress) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
@@ -107,6 +122,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 for role in ("server", "proxy", "delay_proxy"):  # under every cell's line: each cell can be re-run from its own
                     if f"{role}_command" in commands:
                         announce(role, commands[f"{role}_command"])
+                warm_up = warm_up_run(tool, url, concurrency, level_settings, workdir, pinning["load"])
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
                                                   pinning["load"]))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
@@ -117,7 +133,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
                 run.update(commands, load_command=processes.pinned(run["command"], pinning["load"])
                            if run.get("command") else None)
-                run.update(repetition=repetition, time_wait_before=time_wait_before,
+                run.update(repetition=repetition, warm_up=warm_up, time_wait_before=time_wait_before,
                            time_wait_overflows=None if None in (overflows_before, overflows_after)
                            else overflows_after - overflows_before,
                            time_limit=level_settings.get("time_limit"),

@@ -76,6 +76,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("server_cpus", '"all"', HARNESS),
     Setting("network_delay_ms", "number", HARNESS),  # harness/delay_proxy.py between the tool and each design
     Setting("cpu_per_request", "boolean", HARNESS),  # the tables add the server's CPU time per answer
+    Setting("warm_up", "number", HARNESS),  # seconds of the same load before each measured run, not counted
     Setting("pipeline_depth", "integer", TOOL),  # wrk: requests written at once on each connection
     Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
     Setting("rate", "number, or a list of numbers", TOOL),
