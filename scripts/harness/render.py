@@ -284,6 +284,8 @@ def caption(record: dict[str, Any]) -> str:
     if record["scenario"]["tool"] == "wrk":  # wrk runs for a duration; it has no request count
         amount, limit = f"{settings['time_limit']:g} s of requests{longer}", ""
     load = "at concurrency " + ", ".join(str(c) for c in settings["concurrency"])
+    if settings.get("warm_up"):
+        load += f" (after {settings['warm_up']:g} s of the same load, not counted)"
     if is_rate_sweep(record):
         scheduled = settings.get("schedule_seconds")
         amount = (f"{scheduled:g} s of scheduled requests" if scheduled else amount) + " per rate"
