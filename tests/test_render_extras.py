@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from harness import memory, plots, render, repeatability
+from harness import memory, multi_process_render, plots, render, repeatability
 from harness.catalogue import REPO_ROOT
-from harness.cells import cells_by_level, level_key
+from harness.cells import cells_by_level, level_key, spread_warning
 from harness.records import load_records, rerun_dir
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
@@ -351,3 +351,14 @@ def test_one_design_that_varies_does_not_move_a_repetitions_speed() -> None:
     assert all(speed == pytest.approx(1.0, abs=0.03) for values in speeds.values() for speed in values)
     assert "⚠" not in repeatability.speeds_line(first, second)
     assert repeatability.speeds_line(first, second).startswith("Speed of each repetition")
+
+
+def test_the_spread_flag_marks_runs_that_disagree_by_more_than_a_tenth_in_every_table() -> None:
+    steady = {"median": 2000.0, "min": 1920.0, "max": 2100.0, "relative_range": 0.09}
+    unsteady = {"median": 2000.0, "min": 1800.0, "max": 2500.0, "relative_range": 0.35}
+    assert spread_warning(steady) == "" and spread_warning(steady, word="") == ""
+    assert spread_warning(unsteady) == " ⚠ spread 35%"
+    assert render.rate_summary({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
+    assert render.rate_label({"rate": unsteady}) == "**2,000** (1,800–2,500) ⚠ spread 35%"
+    assert multi_process_render.flagged_median(unsteady) == "2,000 ⚠ 35%"  # its column says what the number is
+    assert multi_process_render.flagged_median(steady) == "2,000"

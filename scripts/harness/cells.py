@@ -104,3 +104,12 @@ def ceilings(record: dict[str, Any]) -> dict[float, float]:
 def tool_bound(median_rate: float, ceiling: float | None) -> bool:
     """True when a cell's median is so close to the tool's ceiling that it measures the tool."""
     return bool(ceiling) and median_rate >= TOOL_BOUND_FRACTION * ceiling
+
+
+def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
+    """' ⚠ spread 35%' when a cell's runs disagreed by more than SPREAD_FLAG of its median, else ''.
+
+    The one wording of the flag every table uses; a table whose column already says what it is
+    passes word="" (' ⚠ 35%').
+    """
+    return f" ⚠ {word}{rate['relative_range']:.0%}" if rate["relative_range"] > SPREAD_FLAG else ""

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians
+from harness.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians, spread_warning
 from harness.records import RESULTS_DIR, SCHEMA_VERSION
 from harness.presentation import design_link
 
@@ -142,8 +142,7 @@ SCALING_PAIRS = {"scaling-hello": ("scaling-hello-one-cpu", "scaling-hello-two-c
 
 def flagged_median(rate: dict[str, float]) -> str:
     """A cell's median, with the tables' spread warning when its runs disagreed."""
-    flag = f" ⚠ {rate['relative_range']:.0%}" if rate["relative_range"] > SPREAD_FLAG else ""
-    return f"{format_rate(rate['median'])}{flag}"
+    return f"{format_rate(rate['median'])}{spread_warning(rate, word='')}"
 
 
 def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:

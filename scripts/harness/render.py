@@ -21,7 +21,6 @@ from typing import Any
 
 from harness.catalogue import REPO_ROOT, load_catalogue
 from harness.cells import (
-    SPREAD_FLAG,
     cells_by_level,
     ceilings,
     format_level,
@@ -31,6 +30,7 @@ from harness.cells import (
     level_key,
     levels,
     rate_medians,
+    spread_warning,
     summarise_cell,
     tool_bound,
 )
@@ -81,8 +81,7 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
 def rate_label(cell: dict[str, Any], ceiling: float | None = None) -> str:
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}** ({format_rate(rate['min'])}–{format_rate(rate['max'])})"
-    if rate["relative_range"] > SPREAD_FLAG:
-        text += f" ⚠ spread {rate['relative_range']:.0%}"
+    text += spread_warning(rate)
     if tool_bound(rate["median"], ceiling):
         text += f" ⚠ tool-bound ({rate['median'] / ceiling:.0%} of the tool's ceiling)"
     return text
@@ -92,8 +91,7 @@ def rate_summary(cell: dict[str, Any], ceiling: float | None = None) -> str:
     """The median alone, with the same warnings in short: the range is in the table behind "Every column"."""
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}**"
-    if rate["relative_range"] > SPREAD_FLAG:
-        text += f" ⚠ spread {rate['relative_range']:.0%}"
+    text += spread_warning(rate)
     if tool_bound(rate["median"], ceiling):
         text += f" ⚠ tool-bound ({rate['median'] / ceiling:.0%})"
     return text
