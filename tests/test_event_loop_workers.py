@@ -105,23 +105,34 @@ def test_stop_leaves_no_worker_behind(tmp_path) -> None:
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # stopped and reaped, not orphaned
 
 
-CRASHING_WORKERS = """
-import sys
+PATCHED_SERVER = """
+import asyncio, os, sys
 sys.path.insert(0, {servers!r})
 import event_loop_workers as server
 
-async def crash_at_start(*args):
-    raise RuntimeError("this worker cannot start")
-
-server.worker_loop = crash_at_start
-sys.argv = ["event_loop_workers.py", "--port", "0", "--workers", "1"]
+real_worker_loop = server.worker_loop
+{patch}
+server.worker_loop = worker_loop
+sys.argv = ["event_loop_workers.py", "--port", {port!r}, "--workers", "1"]
 server.main()
 """
 
 
+def patched_server(tmp_path: Path, patch: str, port: int | None = None) -> Path:
+    """A script that runs event_loop_workers.py, one worker, with `patch` defining its worker_loop."""
+    script = tmp_path / "patched_server.py"
+    script.write_text(PATCHED_SERVER.format(servers=str(REPO_ROOT / "servers"), patch=patch, port=str(port or 0)))
+    return script
+
+
+CRASH_AT_START = """
+async def worker_loop(*args):
+    raise RuntimeError("this worker cannot start")
+"""
+
+
 def test_a_worker_that_crashes_at_start_is_restarted_with_growing_pauses(tmp_path) -> None:
-    script = tmp_path / "crashing.py"
-    script.write_text(CRASHING_WORKERS.format(servers=str(REPO_ROOT / "servers")))
+    script = patched_server(tmp_path, CRASH_AT_START)
     process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, start_new_session=True)
     try:
@@ -136,29 +147,18 @@ def test_a_worker_that_crashes_at_start_is_restarted_with_growing_pauses(tmp_pat
     assert process.returncode == 0
 
 
-FAILING_RELOAD = """
-import os, sys
-sys.path.insert(0, {servers!r})
-import event_loop_workers as server
-
-real_worker_loop = server.worker_loop
-
+FAIL_ONCE_BROKEN = """
 async def worker_loop(*args):
     if os.path.exists({broken!r}):
         raise RuntimeError("the new code does not start")
     return await real_worker_loop(*args)
-
-server.worker_loop = worker_loop
-sys.argv = ["event_loop_workers.py", "--port", {port!r}, "--workers", "1"]
-server.main()
 """
 
 
 def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
     port = processes.free_port()
     broken = tmp_path / "broken"
-    script = tmp_path / "failing_reload.py"
-    script.write_text(FAILING_RELOAD.format(servers=str(REPO_ROOT / "servers"), broken=str(broken), port=str(port)))
+    script = patched_server(tmp_path, FAIL_ONCE_BROKEN.format(broken=str(broken)), port)
     with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
         (old,) = forked_workers(server.process.pid)
         broken.touch()
@@ -169,24 +169,15 @@ def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
     assert server.exit_code == 0
 
 
-STUBBORN_WORKER = """
-import asyncio, sys
-sys.path.insert(0, {servers!r})
-import event_loop_workers as server
-
-async def never_stops(*args):
+NEVER_STOPS = """
+async def worker_loop(*args):
     await asyncio.sleep(3600)  # SIGTERM stays held back (it is masked from the fork until a loop takes it)
-
-server.worker_loop = never_stops
-sys.argv = ["event_loop_workers.py", "--port", {port!r}, "--workers", "1"]
-server.main()
 """
 
 
 def test_a_worker_that_outlives_the_grace_is_killed_and_named(tmp_path) -> None:
     port = processes.free_port()
-    script = tmp_path / "stubborn.py"
-    script.write_text(STUBBORN_WORKER.format(servers=str(REPO_ROOT / "servers"), port=str(port)))
+    script = patched_server(tmp_path, NEVER_STOPS, port)
     with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
         (stubborn,) = forked_workers(server.process.pid)
     assert f"workers [{stubborn}] still running" in server.stderr_path.read_text()

@@ -26,6 +26,13 @@ KEEP_ALIVE_CATALOGUE_DIR = REPO_ROOT / "tests" / "fixtures" / "keep_alive"
 KEEP_ALIVE_CATALOGUE = load_catalogue(KEEP_ALIVE_CATALOGUE_DIR)
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 
+
+def run_fixture_scenario(scenario: str, out: Path, *design: str) -> subprocess.CompletedProcess[str]:
+    """bench.py run of one of this file's fixture scenarios (tests/fixtures/keep_alive/), its record into `out`."""
+    chosen = ["--design", *design] if design else []
+    return subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario", scenario,
+                           *chosen, "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+
 CLOSING = (b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 9\r\nDate: x\r\n"
            b"Connection: close\r\n\r\n<h1>x</h1")
 KEEPING = CLOSING.replace(b"Connection: close\r\n", b"")
@@ -78,9 +85,7 @@ def test_the_keep_alive_primer_reads_by_length_and_does_not_wait_for_a_close(tmp
 
 @pytest.mark.skipif(shutil.which("hey") is None, reason="needs hey, which `make test` installs")
 def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_that_keeps(tmp_path: Path) -> None:
-    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
-                             "keep-alive-test", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    result = run_fixture_scenario("keep-alive-test", tmp_path)
     assert result.returncode == 1, result.stderr  # like any failed design
     assert "FAILED in keep-alive-test: closes (refused), claims-but-closes (refused)" in result.stderr
     record = json.loads((tmp_path / "keep-alive-test.json").read_text())
@@ -105,9 +110,7 @@ def test_a_keep_alive_scenario_refuses_designs_that_close_and_measures_the_one_t
 
 @pytest.mark.skipif(shutil.which("hey") is None, reason="needs hey, which `make test` installs")
 def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_path: Path) -> None:
-    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
-                             "keep-alive-test", "--design", "keeps-alive", "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    result = run_fixture_scenario("keep-alive-test", tmp_path, "keeps-alive")
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "keep-alive-test.json").read_text())["designs"][0]["runs"][0]
     server, load = run["server_command"], run["load_command"]
@@ -119,9 +122,7 @@ def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_pat
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="needs wrk, which `make test` installs")
 def test_a_warm_up_runs_the_same_load_first_and_is_recorded_apart(tmp_path: Path) -> None:
-    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
-                             "warm-up-test", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
-                            cwd=REPO_ROOT)
+    result = run_fixture_scenario("warm-up-test", tmp_path)
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "warm-up-test.json").read_text())["designs"][0]["runs"][0]
     warm_up = run["warm_up"]
@@ -147,9 +148,7 @@ def test_http10_keep_alive_needs_the_servers_connection_keep_alive(tmp_path: Pat
 
 @pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
 def test_an_ab_scenario_verifies_keep_alive_the_way_ab_asks_for_it(tmp_path: Path) -> None:
-    result = subprocess.run([*BENCH, "--catalogue", str(KEEP_ALIVE_CATALOGUE_DIR), "run", "--scenario",
-                             "keep-alive-ab", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
-                            cwd=REPO_ROOT)
+    result = run_fixture_scenario("keep-alive-ab", tmp_path)
     assert result.returncode == 1, result.stderr
     record = json.loads((tmp_path / "keep-alive-ab.json").read_text())
     by_name = {design["name"]: design for design in record["designs"]}
