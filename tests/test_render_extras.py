@@ -358,7 +358,7 @@ def test_the_spread_flag_marks_runs_that_disagree_by_more_than_a_tenth_in_every_
     unsteady = {"median": 2000.0, "min": 1800.0, "max": 2500.0, "relative_range": 0.35}
     assert spread_warning(steady) == "" and spread_warning(steady, word="") == ""
     assert spread_warning(unsteady) == " ⚠ spread 35%"
-    assert render.rate_summary({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
-    assert render.rate_label({"rate": unsteady}) == "**2,000** (1,800–2,500) ⚠ spread 35%"
+    assert render.rate_label({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
+    assert render.rate_label({"rate": unsteady}, every_column=True) == "**2,000** (1,800–2,500) ⚠ spread 35%"
     assert multi_process_render.flagged_median(unsteady) == "2,000 ⚠ 35%"  # its column says what the number is
     assert multi_process_render.flagged_median(steady) == "2,000"

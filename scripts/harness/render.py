@@ -78,22 +78,16 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
     return f"{done} of {cell['requested']:,}"
 
 
-def rate_label(cell: dict[str, Any], ceiling: float | None = None) -> str:
-    rate = cell["rate"]
-    text = f"**{format_rate(rate['median'])}** ({format_rate(rate['min'])}–{format_rate(rate['max'])})"
-    text += spread_warning(rate)
-    if tool_bound(rate["median"], ceiling):
-        text += f" ⚠ tool-bound ({rate['median'] / ceiling:.0%} of the tool's ceiling)"
-    return text
-
-
-def rate_summary(cell: dict[str, Any], ceiling: float | None = None) -> str:
-    """The median alone, with the same warnings in short: the range is in the table behind "Every column"."""
+def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False) -> str:
+    """The median with its warnings; `every_column` adds the min–max range and says whose ceiling it is near."""
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}**"
+    if every_column:  # the narrow table leaves the range to the one behind "Every column"
+        text += f" ({format_rate(rate['min'])}–{format_rate(rate['max'])})"
     text += spread_warning(rate)
     if tool_bound(rate["median"], ceiling):
-        text += f" ⚠ tool-bound ({rate['median'] / ceiling:.0%})"
+        share = f"{rate['median'] / ceiling:.0%}"
+        text += f" ⚠ tool-bound ({share} of the tool's ceiling)" if every_column else f" ⚠ tool-bound ({share})"
     return text
 
 
@@ -169,10 +163,8 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     chosen: list[tuple[str, Any]] = []
     if len(levels(record)) > 1:
         chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
-    if every_column:
-        chosen.append(("Requests/s, median (min–max)", lambda row: rate_label(row.cell, row.ceiling)))
-    else:
-        chosen.append(("Req/s", lambda row: rate_summary(row.cell, row.ceiling)))
+    chosen.append(("Requests/s, median (min–max)" if every_column else "Req/s",
+                   lambda row: rate_label(row.cell, row.ceiling, every_column)))
     if metric == "duration_s":
         chosen.append(("Total time, s, median (min–max)", _duration) if every_column else ("Total s", _duration_median))
     if settings.get("relative_to"):
