@@ -45,12 +45,16 @@ def test_a_group_is_summed_and_other_groups_vanished_processes_and_other_entries
 
 
 def test_a_real_group_is_found_in_the_real_proc() -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
-    try:
-        sample = resources.sample_group(child.pid)  # a new session: its pgid is its pid
-        assert sample.processes == 1
-        assert sample.rss_bytes > 1 << 20  # a Python interpreter holds more than a MiB
-    finally:
-        child.kill()
-        child.wait()
+    with subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+                          stdout=subprocess.PIPE, text=True, start_new_session=True) as child:
+        try:
+            # Sample only once the interpreter runs: straight after the fork the child is still
+            # being exec'd and holds a fraction of a MiB (CI saw 196 KiB).
+            assert child.stdout is not None and child.stdout.readline() == "up\n"
+            sample = resources.sample_group(child.pid)  # a new session: its pgid is its pid
+            assert sample.processes == 1
+            assert sample.rss_bytes > 1 << 20  # a Python interpreter holds more than a MiB
+        finally:
+            child.kill()
+            child.wait()
     assert resources.sample_group(child.pid).processes == 0  # gone: nothing left to count
