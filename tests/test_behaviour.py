@@ -198,4 +198,4 @@ def test_prefork_overlaps_as_many_calls_as_it_has_workers(tmp_path) -> None:
     with processes.running_server(command, port, tmp_path, cwd=REPO_ROOT) as server:
         elapsed, statuses = simultaneous_gets(server.host, server.port, 10)
     assert statuses == [200] * 10
-    assert 0.9 < elapsed < 1.6, f"expected five rounds of 0.2 s, took {elapsed:.2f} s"
+    assert 0.9 < elapsed < 1.9, f"expected five rounds of 0.2 s (ten would take 2 s), took {elapsed:.2f} s"
