@@ -20,6 +20,7 @@ from harness import memory, multi_process_render, plots, render, repeatability
 from harness.catalogue import REPO_ROOT
 from harness.cells import cells_by_level, level_key, spread_warning
 from harness.records import load_records, rerun_dir
+from harness.stats import median_interval, spread
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
 
@@ -241,13 +242,17 @@ def test_one_scenarios_agreement_names_the_largest_difference_and_who_is_outside
         two_runs: tuple[Path, Any, Any]) -> None:
     results, _, _ = two_runs
     first_run, second_run = load_records(results), load_records(rerun_dir(results))
-    sentence = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.05)
+    sentence, landing = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.05).split(
+        ". Run A's medians")
     # Every measured cell counts here, the tool-bound epoll-loop (50% apart) too.
     assert "the largest difference between a server's two medians is 50.0% (`epoll-loop`)" in sentence
     assert "2 of 4 servers more than 5% apart: `prefork` 9,843 then 12,304 (25.0%), `epoll-loop`" in sentence
     assert "`thread-pool-queue`" not in sentence  # 5.0% apart: inside the target
+    # Five runs each: A's interval is its min–max, and only a B that moved by more than A's runs did falls out.
+    assert landing.endswith("run B's median lies inside A's for 1 of 4 servers: not `prefork`, `thread-pool-queue`, "
+                            "`epoll-loop`.\n")
     wide = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.60)
-    assert wide.endswith("every one of the 4 servers within 60%.\n")
+    assert "every one of the 4 servers within 60%. Run A's medians are known to within their min–max" in wide
     assert "cannot be compared: different machines" in repeatability.scenario_agreement(
         first_run, second_run, "async-101", 0.05)
     assert "Not measured yet: no `peak.json` in results/ and results/rerun/" in repeatability.scenario_agreement(
@@ -354,11 +359,32 @@ def test_one_design_that_varies_does_not_move_a_repetitions_speed() -> None:
 
 
 def test_the_spread_flag_marks_runs_that_disagree_by_more_than_a_tenth_in_every_table() -> None:
-    steady = {"median": 2000.0, "min": 1920.0, "max": 2100.0, "relative_range": 0.09}
-    unsteady = {"median": 2000.0, "min": 1800.0, "max": 2500.0, "relative_range": 0.35}
+    steady = spread([1920.0, 1990.0, 2000.0, 2050.0, 2100.0])  # five runs: the interval is min–max, 9%
+    unsteady = spread([1800.0, 1900.0, 2000.0, 2200.0, 2500.0])  # 35%
     assert spread_warning(steady) == "" and spread_warning(steady, word="") == ""
     assert spread_warning(unsteady) == " ⚠ spread 35%"
     assert render.rate_label({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
     assert render.rate_label({"rate": unsteady}, every_column=True) == "**2,000** (1,800–2,500) ⚠ spread 35%"
     assert multi_process_render.flagged_median(unsteady) == "2,000 ⚠ 35%"  # its column says what the number is
     assert multi_process_render.flagged_median(steady) == "2,000"
+
+
+def test_with_more_runs_the_flag_and_the_brackets_give_the_medians_interval_not_the_extremes() -> None:
+    # Fifteen runs, one very slow and one very fast: min–max is 50% of the median, but the median
+    # lies between the 4th lowest and the 4th highest (96%), 1,950–2,050: 5%, not flagged.
+    runs = [1500.0, 1900.0, 1940.0, 1950.0, 1960.0, 1980.0, 1990.0, 2000.0,
+            2010.0, 2020.0, 2040.0, 2050.0, 2060.0, 2100.0, 2500.0]
+    rate = spread(runs)
+    assert (rate["interval_low"], rate["interval_high"]) == (1950.0, 2050.0)
+    assert spread_warning(rate) == ""
+    assert render.rate_label({"rate": rate}, every_column=True) == "**2,000** (1,950–2,050)"
+
+
+@pytest.mark.parametrize(("count", "k", "confidence"), [
+    (1, 1, 0.0), (3, 1, 0.75), (5, 1, 1 - 2 / 32), (15, 4, 1 - 2 * (1 + 15 + 105 + 455) / 2 ** 15)])
+def test_the_medians_interval_is_the_narrowest_pair_of_order_statistics_that_holds_it_93_percent_of_the_time(
+        count: int, k: int, confidence: float) -> None:
+    runs = [float(value) for value in range(count, 0, -1)]  # given in any order: count, ..., 2, 1
+    assert median_interval(runs) == (k, count + 1 - k, pytest.approx(confidence))
+    with pytest.raises(ValueError):
+        median_interval([])

@@ -16,7 +16,7 @@ from harness.stats import spread
 TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measures the tool, not the design
 
 
-SPREAD_FLAG = 0.10  # a cell whose min-max range exceeds 10% of its median is flagged
+SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exceeds 10% of it is flagged
 
 
 def is_rate_sweep(record: dict[str, Any]) -> bool:
@@ -81,7 +81,7 @@ def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def rate_cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
-    """Every measured cell's requests/s (median, min, max, relative_range) by (design, level); failed runs left out."""
+    """Every measured cell's requests/s (`stats.spread`) by (design, level); failed runs left out."""
     return {(design["name"], level): summarise_cell(runs)["rate"]
             for design in record["designs"]
             for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
@@ -107,9 +107,11 @@ def tool_bound(median_rate: float, ceiling: float | None) -> bool:
 
 
 def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
-    """' ⚠ spread 35%' when a cell's runs disagreed by more than SPREAD_FLAG of its median, else ''.
+    """' ⚠ spread 35%' when the interval of a cell's median is wider than SPREAD_FLAG of it, else ''.
 
-    The one wording of the flag every table uses; a table whose column already says what it is
-    passes word="" (' ⚠ 35%').
+    The interval is `stats.median_interval`: for five runs or fewer the lowest and highest, so
+    the flag says how far the runs disagreed; for more runs the narrower interval the median
+    lies in. The one wording of the flag every table uses; a table whose column already says
+    what it is passes word="" (' ⚠ 35%').
     """
-    return f" ⚠ {word}{rate['relative_range']:.0%}" if rate["relative_range"] > SPREAD_FLAG else ""
+    return f" ⚠ {word}{rate['relative_interval']:.0%}" if rate["relative_interval"] > SPREAD_FLAG else ""

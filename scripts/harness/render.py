@@ -42,7 +42,7 @@ from harness.memory import memory_page
 from harness.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.repeatability import repeatability_page, scenario_agreement
 from harness import free_threaded, idle_render, multi_process_render, python_versions
-from harness.stats import spread
+from harness.stats import interval_name, spread
 from harness.survival import survival_files
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
@@ -79,11 +79,11 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
 
 
 def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False) -> str:
-    """The median with its warnings; `every_column` adds the min–max range and says whose ceiling it is near."""
+    """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near."""
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}**"
-    if every_column:  # the narrow table leaves the range to the one behind "Every column"
-        text += f" ({format_rate(rate['min'])}–{format_rate(rate['max'])})"
+    if every_column:  # the narrow table leaves the interval (min–max for five runs) to the one behind "Every column"
+        text += f" ({format_rate(rate['interval_low'])}–{format_rate(rate['interval_high'])})"
     text += spread_warning(rate)
     if tool_bound(rate["median"], ceiling):
         share = f"{rate['median'] / ceiling:.0%}"
@@ -156,14 +156,15 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
 
     By default the table a reader sees first, narrow enough for the page at 1280 px: the median,
     the figures the scenario is about, the article's figure, p50 / p99 and failures. `every_column`:
-    the full table behind the "details" toggle under it (min–max, p90 and max, mean / mode, completed).
+    the full table behind the "details" toggle under it (the median's interval, p90 and max, mean / mode,
+    completed).
     """
     settings, published = record["settings"], record["scenario"].get("published", {})
     metric = published.get("metric", "requests_per_second")
     chosen: list[tuple[str, Any]] = []
     if len(levels(record)) > 1:
         chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
-    chosen.append(("Requests/s, median (min–max)" if every_column else "Req/s",
+    chosen.append((f"Requests/s, median ({interval_name(settings['repeat'])})" if every_column else "Req/s",
                    lambda row: rate_label(row.cell, row.ceiling, every_column)))
     if metric == "duration_s":
         chosen.append(("Total time, s, median (min–max)", _duration) if every_column else ("Total s", _duration_median))
@@ -284,7 +285,8 @@ def caption(record: dict[str, Any]) -> str:
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
-    return (f"Median of {settings['repeat']} repetition(s) per design (min–max in brackets under \"Every column\"); "
+    return (f"Median of {settings['repeat']} repetition(s) per design ({interval_name(settings['repeat'])} in brackets "
+            f"under \"Every column\"); "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
@@ -303,8 +305,10 @@ def table_head(record: dict[str, Any], with_name: bool, every_column: bool = Fal
 # The full table is wider than the page: it sits in a collapsed block whose `wide-table` class lets it
 # scroll inside itself with the first column pinned (docs/assets/site.css; tests/test_browser.py
 # allows exactly these tables to be wider than the content column).
-EVERY_COLUMN = (f'??? info {WIDE_TABLE_CLASS} "Every column: min–max, p90 and max latency, completed requests, model"'
-                '\n\n')
+def every_column_toggle(record: dict[str, Any]) -> str:
+    """The toggle that opens the full table, naming what it adds."""
+    return (f'??? info {WIDE_TABLE_CLASS} "Every column: {interval_name(record["settings"]["repeat"])}, p90 and max '
+            'latency, completed requests, model"\n\n')
 
 
 def _indent(text: str) -> str:
@@ -322,7 +326,7 @@ def _tables(record: dict[str, Any], designs: list[dict[str, Any]], with_name: bo
 
     summary = table_head(record, with_name) + rows(every_column=False)
     full = table_head(record, with_name, every_column=True) + rows(every_column=True)
-    return summary + "\n" + EVERY_COLUMN + _indent(full) + "\n" + caption(record) + "\n"
+    return summary + "\n" + every_column_toggle(record) + _indent(full) + "\n" + caption(record) + "\n"
 
 
 def scenario_table(record: dict[str, Any]) -> str:

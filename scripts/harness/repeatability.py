@@ -29,9 +29,11 @@ from harness.cells import (
     format_rate,
     level_header,
     level_key,
+    rate_cells,
     rate_medians,
     tool_bound,
 )
+from harness.stats import interval_name
 
 AGREEMENT = 0.10  # two runs agree on a cell when their medians differ by at most 10% of run A's
 
@@ -217,9 +219,18 @@ def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[st
                f"{len(outside)} of {len(cells)} servers more than {target:.0%} apart: "
                + ", ".join(f"`{cell.design}` {format_rate(cell.first)} then {format_rate(cell.second)} "
                            f"({cell.difference:.1%})" for cell in outside))
+    # The stricter "same within 5%" aside, does B land where A says its median lies?
+    intervals = rate_cells(first)
+    strays = [cell for cell in cells if not (intervals[(cell.design, cell.level)]["interval_low"] <= (cell.second or 0.0)
+                                             <= intervals[(cell.design, cell.level)]["interval_high"])]
+    widths = [intervals[(cell.design, cell.level)]["relative_interval"] for cell in cells]
+    landing = (f"Run A's medians are known to within their {interval_name(first['settings']['repeat'])}s (under "
+               f"\"Every column\"), {min(widths):.0%} to {max(widths):.0%} of the median wide; run B's median lies "
+               f"inside A's for {len(cells) - len(strays)} of {len(cells)} servers"
+               + (": not " + ", ".join(f"`{cell.design}`" for cell in strays) if strays else ""))
     return (f"Two consecutive runs of `{scenario_id}` (A {_when(first)}; B {_when(second)}): the largest "
             f"difference between a server's two medians is {largest.difference:.1%} (`{largest.design}`); "
-            f"{verdict}.\n")
+            f"{verdict}. {landing}.\n")
 
 
 def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]]) -> str:
