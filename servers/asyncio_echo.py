@@ -169,11 +169,13 @@ async def stop_gracefully(loop: asyncio.AbstractEventLoop, server: asyncio.Serve
     # Stop accepting in two steps. server.close() alone can land between an accept
     # and the setting up of its transport, which CPython answers with an
     # AssertionError and a leaked socket (gh-109564). So: stop reading the
-    # listening socket, give the loop one turn to set up what it has accepted
-    # (each gets its EchoProtocol, which joins `connections`), then close.
+    # listening socket, give the loop two turns to set up what it has accepted
+    # (its transport, then connection_made, where its EchoProtocol joins
+    # `connections`), then close.
     for listener in server.sockets:
         loop.remove_reader(listener.fileno())
-    await asyncio.sleep(0)
+    for _ in range(2):
+        await asyncio.sleep(0)
     server.close()  # new clients are refused, not left in the backlog
     if connections:
         await asyncio.wait([connection.closed for connection in connections], timeout=SHUTDOWN_GRACE)

@@ -378,11 +378,12 @@ async def serve_forever(host: str, port: int, delay: float, cpu_work: int) -> No
     await stopping.wait()
 
     # Stop accepting in two steps, as in asyncio_echo.py (python/cpython#109564):
-    # stop reading the listening socket, give the loop one turn to set up what it
-    # has accepted, then close.
+    # stop reading the listening socket, give the loop two turns to set up what it
+    # has accepted (its transport, then connection_made), then close.
     for listener in server.sockets:
         loop.remove_reader(listener.fileno())
-    await asyncio.sleep(0)
+    for _ in range(2):
+        await asyncio.sleep(0)
     server.close()  # new clients are refused, not left in the backlog
     for connection in list(connections):
         connection.stop()  # idle keep-alive connections close now; busy ones after their answers

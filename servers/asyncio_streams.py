@@ -106,13 +106,29 @@ def stop_on_signals() -> asyncio.Event:
 
 async def stop_gracefully(server: asyncio.Server, handlers: set[asyncio.Task[None]]) -> None:
     """Stop accepting; give the requests in flight SHUTDOWN_GRACE, then cancel the rest."""
-    server.close()  # stop accepting: new clients are refused, not left in the backlog
+    await stop_reading_listeners(server)
+    server.close()  # new clients are refused, not left in the backlog
     if handlers:
         _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
         for handler in late:
             handler.cancel()  # out of grace: stop waiting for them
         await asyncio.gather(*late, return_exceptions=True)
     await server.wait_closed()
+
+
+async def stop_reading_listeners(server: asyncio.Server) -> None:
+    """Stop accepting, and wait until every connection already accepted has reached our callback.
+
+    The loop accepts a connection, then sets up its transport, then calls connection_made
+    (which starts our handler): two more loop turns. Stopping between the accept and the
+    handler would leave that client out of `handlers`, and its connection would be closed
+    unanswered when the loop ends (a reload under load lost 1 of 800 requests this way).
+    """
+    loop = asyncio.get_running_loop()
+    for listener in server.sockets:
+        loop.remove_reader(listener.fileno())  # no new accept from here on
+    for _ in range(2):  # the transport, then connection_made
+        await asyncio.sleep(0)
 # --8<-- [end:armour]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CATALOGUE, started
+from process_table import children_of
 from harness import balance, probe, processes
 from harness.catalogue import REPO_ROOT
 
@@ -34,8 +35,8 @@ def parent_pid(server: processes.RunningServer) -> int:
 
 
 def worker_pids(parent: int) -> set[int]:
-    children = Path(f"/proc/{parent}/task/{parent}/children").read_text(encoding="ascii").split()
-    return {int(pid) for pid in children}
+    """The supervisor's live workers: its children, zombies (exited, not yet reaped) left out."""
+    return {child.pid for child in children_of(parent) if child.state != "Z"}
 
 
 def wait_for(condition, timeout: float = 10.0) -> None:
@@ -78,10 +79,10 @@ def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
         stdout = server.stdout_path.read_text()
         assert stdout.count("reloaded:") == 3
         assert not worker_pids(parent) & first_generation  # every worker was replaced
-    assert report["failed"] == 0, report["failed_by_kind"]
-    assert report["complete"] == 800
-    # Every retired worker reported what it served before it left: nothing was cut off.
     logs = f"stdout:\n{server.stdout_path.read_text()}\nstderr:\n{server.stderr_path.read_text()}"
+    assert report["failed"] == 0, f"{report['failed_by_kind']}\n{logs}"
+    assert report["complete"] == 800, logs
+    # Every retired worker reported what it served before it left: nothing was cut off.
     served = sum(balance.served_per_worker(server.stdout_path.read_text()))
     assert served >= 800, logs
     assert server.exit_code == 0
@@ -182,4 +183,28 @@ def test_a_worker_that_outlives_the_grace_is_killed_and_named(tmp_path) -> None:
         (stubborn,) = forked_workers(server.process.pid)
     assert f"workers [{stubborn}] still running" in server.stderr_path.read_text()
     assert not Path(f"/proc/{stubborn}").exists()  # killed and reaped: no orphan left
+    assert server.exit_code == 0
+
+
+# The parent's own SIGTERM to a worker that the group-wide one has already stopped, arriving just
+# after asyncio.run has closed the loop (and so put back SIGTERM's default action).
+SECOND_SIGTERM_AFTER_THE_LOOP = """
+import signal
+real_run = asyncio.run
+def run(main):
+    served = real_run(main)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return served
+asyncio.run = run
+worker_loop = real_worker_loop
+"""
+
+
+def test_a_second_sigterm_while_stopping_does_not_cut_the_workers_report(tmp_path) -> None:
+    port = processes.free_port()
+    script = patched_server(tmp_path, SECOND_SIGTERM_AFTER_THE_LOOP, port)
+    with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
+        (worker,) = forked_workers(server.process.pid)
+        assert probe.get(server.host, server.port).status == 200
+    assert f"worker {worker} served 2 connections" in server.stdout_path.read_text()  # the check's and ours
     assert server.exit_code == 0

@@ -15,12 +15,12 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from conftest import CATALOGUE, started
+from process_table import children_of, members_of_group
 from harness import launcher, probe, processes
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
@@ -31,38 +31,6 @@ GRACEFUL_DESIGNS = ["socketserver-tcp", "fork-per-connection", "forking-tcpserve
                     "process-pool", "thread-pool-executor"]
 SHUTDOWN_GRACE = 5.0
 REAP_WAIT = 3.0  # the designs reap between accepts or every POLL_INTERVAL (0.5 s); generous
-
-
-@dataclass(frozen=True)
-class ProcessState:
-    pid: int
-    state: str  # one letter, as in ps: R running, S sleeping, Z zombie, ...
-    parent: int
-    group: int
-
-
-def all_processes() -> list[ProcessState]:
-    """Every process in /proc right now (those that vanish while we read are skipped)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
-        fields = stat.rsplit(")", 1)[1].split()
-        found.append(ProcessState(int(entry), fields[0], int(fields[1]), int(fields[2])))
-    return found
-
-
-def children_of(pid: int) -> list[ProcessState]:
-    return [process for process in all_processes() if process.parent == pid]
-
-
-def members_of_group(group: int) -> list[ProcessState]:
-    return [process for process in all_processes() if process.group == group]
 
 
 def wait_until(condition, timeout: float) -> bool:
