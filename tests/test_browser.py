@@ -275,18 +275,22 @@ def page(browser: object, visits: dict[str, Visit]) -> Iterator[object]:
 def test_search_finds_the_term_and_its_links_work(page: object, site_url: str, term: str) -> None:
     page.goto(site_url)
     results = page.locator(".md-search-result__item a")
-    # The index loads in a web worker; a query typed before it is ready can go unanswered (a
-    # busy CI machine waited 30 s for "GIL" and saw nothing). Type it again until results show.
-    for _ in range(6):
-        page.locator("input.md-search__input").fill("")
-        page.locator("input.md-search__input").fill(term)
+    search = page.locator("input.md-search__input")
+    # Type as a reader does: Material reads the query on keyup (and just after focus), not on the
+    # input event that fill() sends; fill() only worked when its focus won a 1 ms race, and lost
+    # it on a busy machine ("Type to start searching", no results).
+    for _ in range(2):  # once more if the index, built in a web worker, was not ready for the first
+        search.click()
+        search.fill("")
+        search.press_sequentially(term, delay=50)
         try:
-            results.first.wait_for(timeout=10_000)
+            results.first.wait_for(timeout=30_000)
             break
         except playwright_api.TimeoutError:
             continue
     hrefs = results.evaluate_all("links => links.map(link => link.href)")
-    assert hrefs, f"no result for {term}"
+    assert hrefs, (f"no result for {term}; the search panel says "
+                   f"{page.locator('.md-search-result__meta').all_inner_texts()}")
     for href in hrefs[:3]:
         page.goto("about:blank")  # else a link into the page already shown is a same-document jump, with no response
         response = page.goto(href)
