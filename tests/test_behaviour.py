@@ -112,6 +112,7 @@ def test_a_method_other_than_get_is_refused(serving) -> None:
     assert response.status in (405, 501)
 
 
+STOP_BOUND_SECONDS = 8.0
 STOP_CASES = [pytest.param(design, signal.Signals[name], id=f"{design.name}-{name}")
               for design in HTTP_DESIGNS for name in design.stop_signals]
 
@@ -129,9 +130,12 @@ def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design
         exit_code = server.process.wait(timeout=10)
         stopped_after = time.monotonic() - signalled
         client.join(timeout=10)
-    assert exit_code == 0
-    assert stopped_after < 5.0
-    assert [answer.status for answer in answers] == [200]
+        log = server.stderr_tail()
+    assert [answer.status for answer in answers] == [200], log
+    assert exit_code == 0, log
+    # About 0.6 s for ours and 1.7 s for Gunicorn's gevent worker (it looks every second); a generous
+    # bound, because once a machine busy with other work took 5.1 s. The answer above is what matters.
+    assert stopped_after < STOP_BOUND_SECONDS, log
 
 
 def test_the_default_host_is_loopback(http_design: Design) -> None:
