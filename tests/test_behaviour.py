@@ -126,7 +126,7 @@ def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design
         client.start()
         time.sleep(0.4)  # the request is now inside its 1 s simulated call
         signalled = time.monotonic()
-        os.killpg(server.process.pid, signum)
+        processes.send_stop_signal(server.process, signum, whole_group=not http_design.stop_main_process_only)
         exit_code = server.process.wait(timeout=10)
         stopped_after = time.monotonic() - signalled
         client.join(timeout=10)

@@ -37,6 +37,10 @@ class Design:
     config_template: str | None = None  # a file the harness fills (@HOST@, @PORT@, ...) for {config}
     # Signals that stop the design gracefully; the harness stops it with the first one.
     stop_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
+    # The harness sends that signal to the whole process group unless this is set: then to the main process
+    # alone, for a supervisor that must tell its workers itself (Granian, whose main process exits 1 when a
+    # worker that heard the signal too exits before it has handled its own copy).
+    stop_main_process_only: bool = False
     oversized_head_status: int = 431  # what a 70 KiB request head gets (real servers may differ)
     # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
     malformed_request_status: dict[str, int] = field(default_factory=dict)
@@ -67,6 +71,7 @@ class Design:
             "command": self.command,
             "config_template": self.config_template,
             "stop_signals": self.stop_signals,
+            "stop_main_process_only": self.stop_main_process_only,
             "oversized_head_status": self.oversized_head_status,
             "malformed_request_status": self.malformed_request_status,
             "supports_work": self.supports_work,
@@ -121,8 +126,8 @@ class Scenario:
 
 
 _DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
-                  "config_template", "stop_signals", "oversized_head_status", "malformed_request_status",
-                  "supports_work", "reuses_address", "keep_alive", "pipelining"}
+                  "config_template", "stop_signals", "stop_main_process_only", "oversized_head_status",
+                  "malformed_request_status", "supports_work", "reuses_address", "keep_alive", "pipelining"}
 
 
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",

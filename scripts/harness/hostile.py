@@ -680,7 +680,8 @@ def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_ngi
     command = launcher.server_command(design, port, settings["delay"], log_dir)
     if open_files is not None:
         command = ["prlimit", f"--nofile={open_files}:{open_files}", "--", *command]
-    with processes.running_server(command, port, log_dir, cwd=REPO_ROOT, stop_signal=design.stop_signal) as server, \
+    with processes.running_server(command, port, log_dir, cwd=REPO_ROOT, stop_signal=design.stop_signal,
+                                  signal_whole_group=not design.stop_main_process_only) as server, \
             contextlib.ExitStack() as front:
         proxy = None
         if behind_nginx:

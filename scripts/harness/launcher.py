@@ -102,7 +102,8 @@ def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: 
     """
     command = server_command(design, port, delay, workdir, work=work, python=python)
     with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT,
-                                  stop_signal=design.stop_signal) as server:
+                                  stop_signal=design.stop_signal,
+                                  signal_whole_group=not design.stop_main_process_only) as server:
         yield server
 
 

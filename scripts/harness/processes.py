@@ -2,8 +2,9 @@
 
 Every process the harness starts (a server, a load tool) runs in a new session,
 so stopping it means signalling the whole group: a prefork server's workers or
-a shell's children cannot outlive it. Stopping is SIGTERM, a grace period, then
-SIGKILL, and it runs in `finally` blocks, so Ctrl-C and failures leave no orphans.
+a shell's children cannot outlive it. Stopping is SIGTERM (to the group, or to the
+main process alone for a design that asks), a grace period, then SIGKILL to the
+group, and it runs in `finally` blocks, so Ctrl-C and failures leave no orphans.
 """
 
 from __future__ import annotations
@@ -84,12 +85,22 @@ def tail(path: Path, limit: int = STDERR_TAIL_BYTES) -> str:
     return data[-limit:].decode("utf-8", errors="replace")
 
 
-def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS,
-                       stop_signal: signal.Signals = signal.SIGTERM) -> int:
-    """Signal the process group (SIGTERM unless told), wait, then SIGKILL it; return the leader's exit code."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
+def send_stop_signal(process: subprocess.Popen[bytes], stop_signal: signal.Signals, whole_group: bool = True) -> None:
+    """The stop signal to the server's whole process group, as Ctrl-C in a terminal and systemd's default
+    KillMode=control-group deliver it, or (whole_group=False) to its main process alone, as `docker stop` and
+    KillMode=mixed do, for a supervisor whose workers must hear it from the supervisor, not at the same time."""
+    with contextlib.suppress(ProcessLookupError):
+        if whole_group:
             os.killpg(process.pid, stop_signal)
+        else:
+            os.kill(process.pid, stop_signal)
+
+
+def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS,
+                       stop_signal: signal.Signals = signal.SIGTERM, whole_group: bool = True) -> int:
+    """Send the stop signal (SIGTERM unless told), wait, then SIGKILL the group; return the leader's exit code."""
+    if process.poll() is None:
+        send_stop_signal(process, stop_signal, whole_group)
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
@@ -136,7 +147,8 @@ class RunningServer:
 @contextlib.contextmanager
 def running_server(command: Sequence[str], port: int, log_dir: Path, host: str = LOOPBACK,
                    cpu: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
-                   stop_signal: signal.Signals = signal.SIGTERM) -> Iterator[RunningServer]:
+                   stop_signal: signal.Signals = signal.SIGTERM,
+                   signal_whole_group: bool = True) -> Iterator[RunningServer]:
     """Start a server, wait until it listens, yield it, and always stop its whole group."""
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "server.stdout", log_dir / "server.stderr"
@@ -149,7 +161,7 @@ def running_server(command: Sequence[str], port: int, log_dir: Path, host: str =
         wait_until_listening(process, port, stderr_path, host)
         yield server
     finally:
-        server.exit_code = stop_process_group(process, stop_signal=stop_signal)
+        server.exit_code = stop_process_group(process, stop_signal=stop_signal, whole_group=signal_whole_group)
 
 
 def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,

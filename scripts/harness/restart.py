@@ -176,7 +176,8 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
 
     def start() -> contextlib.AbstractContextManager[processes.RunningServer]:
         return processes.running_server(command, port, workdir, cpu=pinning["server"], cwd=REPO_ROOT,
-                                        stop_signal=design.stop_signal)
+                                        stop_signal=design.stop_signal,
+                                        signal_whole_group=not design.stop_main_process_only)
 
     restarts: list[dict[str, float]] = []
     server_alive = True
