@@ -181,7 +181,7 @@ def test_a_silent_client_does_not_hold_up_the_naive_asyncio_server(tmp_path) -> 
     assert [status for _, status in results] == [200] * clients
     slow_connects = [connected for connected, _ in results if connected >= SYN_RETRY_SECONDS]
     # None on an idle machine; a CPU taken by something else can delay the loop's accepts for a moment
-    # and drop a SYN or two. The blocking server above makes at least 34 of these clients wait.
+    # and drop a SYN or two. In the blocking server's test at least 34 of these clients wait.
     assert len(slow_connects) <= 5
 # --8<-- [end:no-hold-up]
 
