@@ -26,6 +26,7 @@ whole head, SEND_TIMEOUT for the whole answer), and clients that send more than 
 import argparse
 import asyncio
 import email.utils
+import errno
 import re
 import signal
 import socket
@@ -40,6 +41,8 @@ HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however s
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+ACCEPT_BACKOFF = 0.5  # out of descriptors, how long we stop accepting: a freed one is used within it
+OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}  # accept() would fail again at once
 BODY = b"""<!doctype html>
 <html>
   <head><title>Many clients at once</title></head>
@@ -64,7 +67,7 @@ async def accept_forever(listener: socket.socket, delay: float, cpu_work: int,
                          handlers: set[asyncio.Task[None]]) -> None:
     """Accept connections and start a task for each; runs until cancelled."""
     while True:
-        conn, _ = await asyncio.get_running_loop().sock_accept(listener)  # the new socket is already non-blocking
+        conn = await accept_connection(listener)  # loop.sock_accept; the new socket is already non-blocking
         handler = asyncio.create_task(handle_request(conn, delay, cpu_work))
         handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
         handler.add_done_callback(handlers.discard)
@@ -95,6 +98,20 @@ async def handle_request(conn: socket.socket, delay: float, cpu_work: int) -> No
 
 
 # --8<-- [start:armour]
+async def accept_connection(listener: socket.socket) -> socket.socket:
+    """The next client (loop.sock_accept), waiting ACCEPT_BACKOFF whenever we are out of file descriptors."""
+    while True:
+        try:
+            conn, _ = await asyncio.get_running_loop().sock_accept(listener)
+            return conn
+        except OSError as error:
+            # Raised out of accept_forever, this would end the task: the server would accept no one,
+            # ever again. Retried at once, it would fail at once (the client is still in the backlog).
+            if error.errno in OUT_OF_RESOURCES:  # no descriptor (or memory) for the new socket
+                await asyncio.sleep(ACCEPT_BACKOFF)  # not watching the listener; the connections go on
+            # otherwise the client gave up before we got to it
+
+
 def stop_on_signals() -> asyncio.Event:
     """An Event set on SIGINT/SIGTERM."""
     loop = asyncio.get_running_loop()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import errno
 import heapq
 import itertools
 import re
@@ -49,6 +50,8 @@ HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however s
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # the longest the loop waits in poll(): it looks at the stop flag and deadlines this often
+ACCEPT_BACKOFF = 0.5  # out of descriptors, how long we stop accepting: a freed one is used within it
+OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}  # accept() would fail again at once
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
 <html>
@@ -68,14 +71,16 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         loop = Loop(epoll, delay, cpu_work)
         epoll.register(listener_fd, select.EPOLLIN)
         stop = GracefulStop(stopping, epoll, listener)
+        pause = AcceptPause(epoll, listener)  # out of descriptors, accepting pauses instead of spinning
         while not stop.done(in_flight=loop.in_flight()):
             for fd, _ in epoll.poll(poll_timeout(loop)):  # only the ready sockets; never past the next timer
                 if fd == listener_fd:
-                    accept_connections(loop, listener)
+                    accept_connections(loop, listener, pause)
                 elif fd in loop.watched:  # not closed earlier in this same batch of events
                     on_ready(loop, loop.watched[fd])  # by its state, not the event bits: send, drain or read
             fire_due_timers(loop)
             close_idle(loop)
+            pause.resume_if_due()
         close_everything(loop)  # out of grace: stop waiting for them
 
 
@@ -161,6 +166,28 @@ class GracefulStop:
         return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
 
 
+class AcceptPause:
+    """Out of file descriptors, stop watching the listener for ACCEPT_BACKOFF instead of spinning on it."""
+
+    def __init__(self, epoll: select.epoll, listener: socket.socket) -> None:
+        self.epoll = epoll
+        self.listener = listener
+        self.until: float | None = None  # while paused: when to watch the listener again
+
+    def start(self) -> None:
+        # accept() failed, but the client is still in the backlog: the listener stays readable (level-
+        # triggered), so poll() would report it at once on every turn, and accept() fail again: a busy loop.
+        self.epoll.modify(self.listener, 0)  # still registered, reported for nothing; the connections go on
+        self.until = time.monotonic() + ACCEPT_BACKOFF
+
+    def resume_if_due(self) -> None:
+        """Looked at once per turn of the loop: watch the listener again once the back-off is over."""
+        if self.until is not None and time.monotonic() >= self.until:
+            self.until = None
+            if self.listener.fileno() != -1:  # not closed by a stop meanwhile
+                self.epoll.modify(self.listener, select.EPOLLIN)
+
+
 def close_everything(loop: Loop) -> None:
     """Out of grace (or done): close what is still open, watched or waiting for its timer."""
     for connection in list(loop.watched.values()):
@@ -169,15 +196,17 @@ def close_everything(loop: Loop) -> None:
         connection.conn.close()
 
 
-def accept_connections(loop: Loop, listener: socket.socket) -> None:
+def accept_connections(loop: Loop, listener: socket.socket, pause: AcceptPause) -> None:
     """Accept every client waiting in the backlog and watch each for its request."""
     while True:
         try:
             conn, _ = listener.accept()
         except BlockingIOError:
             return  # the backlog is empty
-        except OSError:
-            return  # a client gave up before we got to it; epoll reports the rest next turn
+        except OSError as error:
+            if error.errno in OUT_OF_RESOURCES:  # no descriptor (or memory) for the new socket
+                pause.start()
+            return  # otherwise a client gave up before we got to it; epoll reports the rest next turn
         conn.setblocking(False)  # from now on, no call on this socket may wait
         loop.watch(Connection(conn), select.EPOLLIN)
 

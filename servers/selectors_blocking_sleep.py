@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import errno
 import re
 import selectors
 import signal
@@ -42,6 +43,8 @@ HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however s
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the event loop looks at the stop flag
+ACCEPT_BACKOFF = 0.5  # out of descriptors, how long we stop accepting: a freed one is used within it
+OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}  # accept() would fail again at once
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
 <html>
@@ -59,10 +62,11 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
     with selectors.DefaultSelector() as selector:
         selector.register(listener, selectors.EVENT_READ)
         stop = GracefulStop(stopping, selector, listener)
+        pause = AcceptPause(selector, listener)  # out of descriptors, accepting pauses instead of spinning
         while not stop.done(in_flight=bool(clients(selector))):
             for key, events in selector.select(POLL_INTERVAL):  # the ready sockets; POLL_INTERVAL at most
                 if key.fileobj is listener:
-                    accept_connection(selector, listener)
+                    accept_connection(selector, listener, pause)
                 elif events & selectors.EVENT_WRITE:
                     send_response(selector, key.data)
                 elif key.data.draining:
@@ -70,6 +74,7 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
                 else:
                     handle_request(selector, key.data, delay, cpu_work)
             close_idle(selector)
+            pause.resume_if_due()
         close_everything(selector)  # out of grace: stop waiting for them
 
 
@@ -101,7 +106,8 @@ class GracefulStop:
     def done(self, in_flight: bool) -> bool:
         """Looked at once per turn of the loop: may the loop end now?"""
         if self.stopping and self.deadline is None:
-            self.selector.unregister(self.listener)
+            if self.listener in self.selector.get_map():  # not while accepting is paused
+                self.selector.unregister(self.listener)
             self.listener.close()  # stop accepting: new clients are refused, not left in the backlog
             self.deadline = time.monotonic() + SHUTDOWN_GRACE
         return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
@@ -111,6 +117,28 @@ def close_everything(selector: selectors.BaseSelector) -> None:
     """Out of grace (or done): close what is still open."""
     for connection in clients(selector):
         close_connection(selector, connection)
+
+
+class AcceptPause:
+    """Out of file descriptors, stop watching the listener for ACCEPT_BACKOFF instead of spinning on it."""
+
+    def __init__(self, selector: selectors.BaseSelector, listener: socket.socket) -> None:
+        self.selector = selector
+        self.listener = listener
+        self.until: float | None = None  # while paused: when to watch the listener again
+
+    def start(self) -> None:
+        # accept() failed, but the client is still in the backlog: the listener stays readable,
+        # so select() would report it at once on every turn, and accept() fail again: a busy loop.
+        self.selector.unregister(self.listener)  # the connections we hold are served meanwhile
+        self.until = time.monotonic() + ACCEPT_BACKOFF
+
+    def resume_if_due(self) -> None:
+        """Looked at once per turn of the loop: watch the listener again once the back-off is over."""
+        if self.until is not None and time.monotonic() >= self.until:
+            self.until = None
+            if self.listener.fileno() != -1:  # not closed by a stop meanwhile
+                self.selector.register(self.listener, selectors.EVENT_READ)
 
 
 class Connection:
@@ -128,12 +156,14 @@ class Connection:
         self.deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head; the sweep closes us after it
 
 
-def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
+def accept_connection(selector: selectors.BaseSelector, listener: socket.socket, pause: AcceptPause) -> None:
     """Accept one waiting client and watch it for its request."""
     try:
         conn, _ = listener.accept()
-    except OSError:
-        return  # the client gave up before we got to it
+    except OSError as error:
+        if error.errno in OUT_OF_RESOURCES:  # no descriptor (or memory) for the new socket
+            pause.start()
+        return  # otherwise the client gave up before we got to it
     conn.setblocking(False)  # from now on, no call on this socket may wait
     selector.register(conn, selectors.EVENT_READ, Connection(conn))
 

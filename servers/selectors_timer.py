@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import errno
 import re
 import selectors
 import signal
@@ -43,6 +44,8 @@ HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however s
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the event loop looks at the stop flag
+ACCEPT_BACKOFF = 0.5  # out of descriptors, how long we stop accepting: a freed one is used within it
+OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}  # accept() would fail again at once
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 BODY = b"""<!doctype html>
 <html>
@@ -64,10 +67,11 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         selector.register(listener, selectors.EVENT_READ)
         selector.register(wake_reader, selectors.EVENT_READ)
         stop = GracefulStop(stopping, selector, listener)
+        pause = AcceptPause(selector, listener)  # out of descriptors, accepting pauses instead of spinning
         while not stop.done(in_flight=bool(clients(selector) or waiting)):  # timers in flight count too
             for key, events in selector.select(POLL_INTERVAL):  # the ready sockets; POLL_INTERVAL at most
                 if key.fileobj is listener:
-                    accept_connection(selector, listener)
+                    accept_connection(selector, listener, pause)
                 elif key.fileobj is wake_reader:
                     start_responses(selector, wake_reader, ready, waiting, cpu_work)  # calls that are over
                 elif events & selectors.EVENT_WRITE:
@@ -77,6 +81,7 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
                 else:
                     handle_request(selector, key.data, delay, ready, waker, waiting)
             close_idle(selector)
+            pause.resume_if_due()
         close_everything(selector, waiting)  # out of grace: stop waiting for them
 
 
@@ -86,12 +91,10 @@ def handle_request(selector: selectors.BaseSelector, connection: Connection, del
     path = complete_request(selector, connection)
     if path is None:
         return  # not all in yet (the rest comes in a later event), refused, or the client is gone
-    # The call waits in a timer thread: the loop goes straight back to select(). The socket leaves
-    # the selector meanwhile: a client that half-closed would otherwise wake the loop on every turn.
     connection.outgoing = memoryview(build_page_response(path))  # sent once the delay is over
-    selector.unregister(connection.conn)
+    selector.unregister(connection.conn)  # meanwhile: a client that half-closed would wake the loop on every turn
     waiting.add(connection)  # so the loop still counts it on stop
-    timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))
+    timer = threading.Timer(delay, wake_loop, args=(connection, ready, waker))  # the loop goes back to select()
     timer.daemon = True  # a timer cannot keep the process alive past the grace period
     timer.start()
 # --8<-- [end:model]
@@ -141,7 +144,8 @@ class GracefulStop:
     def done(self, in_flight: bool) -> bool:
         """Looked at once per turn of the loop: may the loop end now?"""
         if self.stopping and self.deadline is None:
-            self.selector.unregister(self.listener)
+            if self.listener in self.selector.get_map():  # not while accepting is paused
+                self.selector.unregister(self.listener)
             self.listener.close()  # stop accepting: new clients are refused, not left in the backlog
             self.deadline = time.monotonic() + SHUTDOWN_GRACE
         return self.deadline is not None and (not in_flight or time.monotonic() > self.deadline)
@@ -153,6 +157,28 @@ def close_everything(selector: selectors.BaseSelector, waiting: set[Connection])
         close_connection(selector, connection)
     for connection in waiting:
         connection.conn.close()  # their timers may still fire; wake_loop expects that
+
+
+class AcceptPause:
+    """Out of file descriptors, stop watching the listener for ACCEPT_BACKOFF instead of spinning on it."""
+
+    def __init__(self, selector: selectors.BaseSelector, listener: socket.socket) -> None:
+        self.selector = selector
+        self.listener = listener
+        self.until: float | None = None  # while paused: when to watch the listener again
+
+    def start(self) -> None:
+        # accept() failed, but the client is still in the backlog: the listener stays readable,
+        # so select() would report it at once on every turn, and accept() fail again: a busy loop.
+        self.selector.unregister(self.listener)  # the connections we hold are served meanwhile
+        self.until = time.monotonic() + ACCEPT_BACKOFF
+
+    def resume_if_due(self) -> None:
+        """Looked at once per turn of the loop: watch the listener again once the back-off is over."""
+        if self.until is not None and time.monotonic() >= self.until:
+            self.until = None
+            if self.listener.fileno() != -1:  # not closed by a stop meanwhile
+                self.selector.register(self.listener, selectors.EVENT_READ)
 
 
 class Connection:
@@ -170,12 +196,14 @@ class Connection:
         self.deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head; the sweep closes us after it
 
 
-def accept_connection(selector: selectors.BaseSelector, listener: socket.socket) -> None:
+def accept_connection(selector: selectors.BaseSelector, listener: socket.socket, pause: AcceptPause) -> None:
     """Accept one waiting client and watch it for its request."""
     try:
         conn, _ = listener.accept()
-    except OSError:
-        return  # the client gave up before we got to it
+    except OSError as error:
+        if error.errno in OUT_OF_RESOURCES:  # no descriptor (or memory) for the new socket
+            pause.start()
+        return  # otherwise the client gave up before we got to it
     conn.setblocking(False)  # from now on, no call on this socket may wait
     selector.register(conn, selectors.EVENT_READ, Connection(conn))
 

@@ -25,6 +25,7 @@ the library's own close would reset).
 
 import argparse
 import email.utils
+import errno
 import re
 import signal
 import socket
@@ -43,6 +44,8 @@ HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however s
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+ACCEPT_BACKOFF = 0.5  # out of descriptors, how long we stop accepting: a freed one is used within it
+OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}  # accept() would fail again at once
 SHUTDOWN_GRACE = 5.0  # on stop, how long the request in flight may take to finish
 BODY = b"""<!doctype html>
 <html>
@@ -103,6 +106,17 @@ class Server(socketserver.TCPServer):
         # an oversized head) would then make the kernel send RST, and the
         # client could lose our 431. Drain first, like the other designs.
         close_gracefully(request)
+
+    def get_request(self) -> tuple[socket.socket, object]:
+        try:
+            return super().get_request()  # listener.accept()
+        except OSError as error:
+            # Out of descriptors, the client stays in the backlog and the listener readable: the library's
+            # loop would call accept() again at once and fail again, a busy loop. The accept loop holds no
+            # request while it accepts, so sleeping here pauses accepting and nothing else.
+            if error.errno in OUT_OF_RESOURCES:  # no descriptor (or memory) for the new socket
+                time.sleep(ACCEPT_BACKOFF)
+            raise  # the library drops this attempt and goes back to select()
 
     def handle_error(self, request: socket.socket, client_address: object) -> None:  # type: ignore[override]
         if isinstance(sys.exc_info()[1], OSError):

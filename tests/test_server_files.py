@@ -66,7 +66,8 @@ VARIANTS: dict[str, dict[str, tuple[str, set[str]]]] = {
 }
 # Constants that mean the same thing in every file that has them, outside the sections too.
 SHARED_CONSTANTS = ["HOST", "PORT", "WORK", "BACKLOG", "MAX_HEAD_BYTES", "HEAD_TIMEOUT", "SEND_TIMEOUT",
-                    "DRAIN_TIMEOUT", "BODY", "BIG_BODY", "REASONS", "REQUEST_LINE"]
+                    "DRAIN_TIMEOUT", "BODY", "BIG_BODY", "REASONS", "REQUEST_LINE", "ACCEPT_BACKOFF",
+                    "OUT_OF_RESOURCES"]
 
 
 def sections(text: str) -> dict[str, tuple[int, int]]:
@@ -154,9 +155,11 @@ def test_every_variant_listed_is_still_a_plumbing_copy() -> None:
 
 # Copies outside the plumbing: a design that grows from another and keeps one of its functions word for
 # word (event-loop workers run asyncio streams' handler in each worker; three designs stop accepting the same
-# way). name -> the files that carry it.
+# way; the two selectors loops pause accepting the same way out of descriptors). name -> the files that carry it.
 SAME_OUTSIDE_PLUMBING = {"handle_request": ("asyncio_streams.py", "event_loop_workers.py"),
-                         "stop_reading_listeners": ("asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py")}
+                         "stop_reading_listeners": ("asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py"),
+                         "accept_connection": tuple(sorted(EVENT_LOOP_FILES)),
+                         "AcceptPause": tuple(sorted(EVENT_LOOP_FILES))}
 
 
 @pytest.mark.parametrize("name", SAME_OUTSIDE_PLUMBING)
