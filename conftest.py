@@ -3,7 +3,6 @@ runner for README.md and docs/, and which tests share an xdist worker."""
 
 import pytest
 
-
 pytest_plugins = ["tests.codeblock_runs"]
 
 

@@ -10,6 +10,8 @@
     python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
     python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
+    python scripts/bench.py how-fast steps|profile [--quick] [...]
+    python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
@@ -24,18 +26,21 @@ import argparse
 import json
 import shlex
 import signal
-import subprocess
 import sys
 import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import balance, launcher, plan, probe, processes, render, restart, runner, verify  # noqa: E402
-from harness.catalogue import CATALOGUE_DIR, REPO_ROOT, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
-from harness.figures import FigureError  # noqa: E402
-from harness.records import load_records  # noqa: E402
-from harness.tools import ToolMissingError, require_tool  # noqa: E402
+from harness.clients import probe, verify  # noqa: E402
+from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
+from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.model.paths import REPO_ROOT  # noqa: E402
+from harness.model.records import load_records  # noqa: E402
+from harness.render import how_fast_tables, site, survival  # noqa: E402
+from harness.render.figures import FigureError  # noqa: E402
+from harness.suites import balance, hostile, how_fast, idle, plan, restart, runner  # noqa: E402
+from harness.system import launcher, processes  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORK_HELP = "iterations of simulated CPU work per request (designs with supports_work only)"
@@ -68,18 +73,18 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    command = launcher.server_command(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
-                                      work=args.work)
-    print("$ " + shlex.join(command), file=sys.stderr, flush=True)
-    process = subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
+    process = launcher.started_design(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
+                                      work=args.work,
+                                      announce=lambda command: print("$ " + shlex.join(command), file=sys.stderr,
+                                                                     flush=True))
     try:
         status = process.wait()
     except KeyboardInterrupt:
         # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
-        status = processes.stop_process_group(process, stop_signal=design.stop_signal)
+        status = launcher.stop_design(process, design)
         print(f"{design.name} stopped on {design.stop_signal.name}: exit status {status}", file=sys.stderr)
     finally:
-        processes.stop_process_group(process, stop_signal=design.stop_signal)  # nothing left if it ended already
+        launcher.stop_design(process, design)  # nothing left if it ended already
     return status if status >= 0 else 128 - status  # killed by signal N: 128 + N, as a shell reports it
 
 
@@ -117,7 +122,7 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     any_failed = False
     for scenario, names in selected:
         path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
-        print(render.scenario_table(record))
+        print(site.scenario_table(record))
         print(f"Wrote {path}")
         failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
                   for design in record["designs"] if design["status"] != "ok"]
@@ -128,28 +133,56 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """The restart scenario: restarts under steady load, every request recorded (harness/restart.py)."""
+    """The restart scenario: restarts under steady load, every request recorded (harness/suites/restart.py)."""
     path, problems = restart.run_restart(catalogue, args.quick, args.design, args.out)
     print(f"Wrote {path}")
     return EXIT_OK if problems == 0 else EXIT_FAILED  # failed requests are findings, recorded
 
 
 def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """How evenly event-loop workers share connections (harness/balance.py)."""
+    """How evenly event-loop workers share connections (harness/suites/balance.py)."""
     print(f"Wrote {balance.run_balance(catalogue, args.quick, args.out)}")
     return EXIT_OK
 
 
 def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs; see harness/hostile.py."""
-    from harness import hostile
+    """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile.py):
+    run, print the matrix, exit 1 when a design died or did not start."""
+    path, record = hostile.run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs)
+    print(survival.matrix_tables(record))
+    print(f"Wrote {path}")
+    failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+    if failed:
+        print(f"FAILED (died or did not start): {', '.join(failed)}; see the record's stderr tails",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
-    return hostile.command(catalogue, args.design, args.case, args.quick, args.out, args.jobs)
+
+
+def command_how_fast(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """The how-fast suite (harness/suites/how_fast.py); its table or profile printed from the record written."""
+    if args.part == "steps":
+        path = how_fast.measure_steps(args)
+        print(how_fast_tables.steps_table(json.loads(path.read_text(encoding="utf-8"))))
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+        return EXIT_OK
+    path = how_fast.measure_profile(args)
+    if path is None:
+        return EXIT_FAILED
+    meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    print(how_fast_tables.profile_page(meta, how_fast_tables.read_collapsed(path.read_text(encoding="utf-8")), "(svg)"))
+    print(f"wrote {path.relative_to(REPO_ROOT)} and its .json")
+    return EXIT_OK
+
+
+def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    return idle.command(catalogue, args)
 
 
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
-        problems = render.stale_files()
+        problems = site.stale_files()
         for problem in problems:
             print(problem, file=sys.stderr)
         if problems:
@@ -157,7 +190,7 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
             return EXIT_FAILED
         print(f"All tables match results/ ({len(load_records())} scenario records).")
         return EXIT_OK
-    for path in render.write_all():
+    for path in site.write_all():
         print(f"wrote {path.relative_to(REPO_ROOT)}")
     return EXIT_OK
 
@@ -213,6 +246,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "full run, build/results/ otherwise)")
     hostile.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
     hostile.set_defaults(handler=command_hostile)
+    how_fast_parser = commands.add_parser("how-fast", help="measure the how-fast steps, or profile the fastest design")
+    how_fast.add_arguments(how_fast_parser)
+    how_fast_parser.set_defaults(handler=command_how_fast)
+    idle_parser = commands.add_parser("idle", help="hold many idle keep-alive connections; memory and latency")
+    idle.add_arguments(idle_parser)
+    idle_parser.set_defaults(handler=command_idle)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)

@@ -23,7 +23,7 @@ steps=(
     "scripts/bench.py hostile"
     "scripts/bench.py restart"
     "scripts/bench.py balance"
-    "scripts/how_fast.py steps"
+    "scripts/bench.py how-fast steps"
     "scripts/bench.py render"
 )
 for step in "${steps[@]}"; do

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from harness import launcher, processes
-from harness.catalogue import REPO_ROOT, Design, load_catalogue
+from harness.model.catalogue import Design, load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.system import launcher, processes
 
 CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]

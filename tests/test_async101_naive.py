@@ -33,9 +33,11 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
+from harness.clients import probe  # noqa: E402
+from harness.clients.tools.ab import parse_summary  # noqa: E402
+from harness.system import launcher, processes  # noqa: E402
+
 from conftest import CATALOGUE, started, tcp_sockets_on  # noqa: E402
-from harness import launcher, probe, processes  # noqa: E402
-from harness.tools.ab import parse_summary  # noqa: E402
 
 NAIVE_AND_FIXED = [("async-101-naive-sync", "sequential-sockets"), ("async-101-naive-async", "asyncio-sock-api")]
 PAIR_IDS = ["blocking", "asyncio"]

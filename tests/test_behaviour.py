@@ -19,10 +19,12 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from harness.clients import probe
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
+from harness.system import processes
 
 from conftest import CATALOGUE, HTTP_DESIGNS, started
-from harness import probe, processes
-from harness.catalogue import REPO_ROOT, Design
 
 EXPECTED_BODY_MARK = b"<h1>Hello from a Python server</h1>"
 

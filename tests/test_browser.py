@@ -23,8 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
-from harness.catalogue import REPO_ROOT
+from harness.model.paths import REPO_ROOT
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -51,7 +50,7 @@ OVERFLOWING = """() => {
 }"""
 # Tables wider than the content column, with every collapsed block opened first (a table behind a
 # toggle must fit too once opened). Material makes a table an inline-block that scrolls inside itself,
-# so scrollWidth is the width its content needs. Tables marked `wide-table` (harness/presentation.py)
+# so scrollWidth is the width its content needs. Tables marked `wide-table` (harness/render/presentation.py)
 # may be wider, but must pin their first column. Returns [problems, tables measured, wide tables].
 TABLES = """() => {
   document.querySelectorAll(".md-content details").forEach(details => { details.open = true; });

@@ -6,8 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import processes
-from harness.catalogue import REPO_ROOT
+from harness.model.paths import REPO_ROOT
+from harness.system import processes
 
 # Listens, and on SIGINT writes "stopping badly" to stderr and exits with status 1.
 LISTENER = ("python -c \"import signal, socket, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit('stopping badly')); "

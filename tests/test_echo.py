@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.clients import echo_probe, probe
+from harness.clients.tools import echo as echo_client_tool
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
+from harness.system import processes
 
 from conftest import CATALOGUE, started
-from harness import echo_probe, probe, processes
-from harness.catalogue import REPO_ROOT, Design
-from harness.tools import echo_client as echo_client_tool
 
 ECHO_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "echo"]
 GRACEFUL_DESIGNS = [design for design in ECHO_DESIGNS if design.extra.get("finishes_in_flight", True)]

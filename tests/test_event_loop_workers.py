@@ -18,11 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe
+from harness.model.paths import REPO_ROOT
+from harness.suites import balance
+from harness.system import processes
+from process_table import children_of
 
 from conftest import CATALOGUE, started
-from process_table import children_of
-from harness import balance, probe, processes
-from harness.catalogue import REPO_ROOT
 
 SERVER = REPO_ROOT / "servers" / "event_loop_workers.py"
 HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from harness import render
-from harness.catalogue import REPO_ROOT
-from harness.figures import SITE_FIGURES, Figure, FigureError, figures_page
+from harness.model.paths import REPO_ROOT
+from harness.render import site
+from harness.render.figures import SITE_FIGURES, Figure, FigureError, figures_page
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "render" / "sweep-io.json"
 
@@ -93,7 +92,7 @@ def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
     results.mkdir()
     (results / "sweep-io.json").write_text(json.dumps(sweep()), encoding="utf-8")
     figures = [Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate")]
-    for path, content in render.expected_files(results, generated, figures=figures).items():
+    for path, content in site.expected_files(results, generated, figures=figures).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
     assert "7,597 req/s" in (generated / "figures.md").read_text()
@@ -101,7 +100,7 @@ def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
     changed = sweep()
     changed["designs"][2]["runs"][5]["requests_per_second"] = 9000.0  # c=1,000: 7,112 -> 9,000, the median to 7,886
     (results / "sweep-io.json").write_text(json.dumps(changed), encoding="utf-8")
-    expected = render.expected_files(results, generated, figures=figures)
+    expected = site.expected_files(results, generated, figures=figures)
     stale = [path for path, content in expected.items() if path.read_text(encoding="utf-8") != content]
     assert generated / "figures.md" in stale
     assert "7,886 req/s" in expected[generated / "figures.md"]
@@ -112,7 +111,7 @@ def test_every_site_figure_is_quoted_by_a_page_and_every_quote_names_a_figure() 
                     if "_generated" not in path.parts)
     quoted = set(re.findall(r'--8<-- "docs/_generated/figures\.md:([a-z0-9-]+)"', pages))
     defined = {figure.name for figure in SITE_FIGURES}
-    assert quoted - defined == set(), "pages quote figures that scripts/harness/figures.py does not define"
+    assert quoted - defined == set(), "pages quote figures that scripts/harness/render/figures.py does not define"
     assert defined - quoted == set(), "figures no page quotes: remove them or quote them"
 
 
@@ -125,7 +124,7 @@ def test_render_exits_2_and_names_the_figure_when_a_record_cannot_answer_it(
         figures_page({}, [Figure("gone", "sweep-io", "epoll-loop", 1, "rate")])
         return []
 
-    monkeypatch.setattr(render, "stale_files", unanswerable)
+    monkeypatch.setattr(site, "stale_files", unanswerable)
     previous = signal.getsignal(signal.SIGTERM)
     try:
         assert bench.main(["render", "--check"]) == 2

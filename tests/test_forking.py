@@ -18,10 +18,11 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe
+from harness.system import launcher, processes
+from process_table import children_of, members_of_group
 
 from conftest import CATALOGUE, started
-from process_table import children_of, members_of_group
-from harness import launcher, probe, processes
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc")
 

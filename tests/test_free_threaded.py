@@ -7,7 +7,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from harness import free_threaded
+from harness.render import free_threaded
 
 FIXTURES = Path(__file__).parent / "fixtures" / "free_threaded"
 
@@ -47,7 +47,7 @@ def test_with_both_records_each_cell_is_the_median_of_its_runs_side_by_side(tmp_
 
 
 def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:
-    from harness import python_versions
+    from harness.render import python_versions
 
     first = json.loads((FIXTURES / "3.14.json").read_text())
     last = json.loads((FIXTURES / "3.14t.json").read_text())

@@ -12,9 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from glossary_hook import Entry, parse_entries, tooltips
-from harness.catalogue import REPO_ROOT
+from harness.model.paths import REPO_ROOT
 
 GLOSSARY = REPO_ROOT / "docs" / "glossary.md"
 ENTRIES = parse_entries(GLOSSARY.read_text(encoding="utf-8"))

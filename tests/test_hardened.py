@@ -27,9 +27,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness.clients import probe
+from harness.model.paths import REPO_ROOT
+from harness.system import processes
 
-from harness import probe, processes
-from harness.catalogue import REPO_ROOT
 from servers import hardened_event_loop as hardened
 
 SERVER_FILE = REPO_ROOT / "servers" / "hardened_event_loop.py"

@@ -20,11 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe, verify
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
+from harness.model.records import write_json_atomic
+from harness.system import launcher, ports, processes
 
 from conftest import CATALOGUE, started, tcp_sockets_on
-from harness import launcher, ports, probe, processes, verify
-from harness.catalogue import REPO_ROOT, Design
-from harness.records import write_json_atomic
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 BROKEN_CATALOGUE = REPO_ROOT / "tests" / "fixtures" / "designs"

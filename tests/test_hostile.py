@@ -1,4 +1,4 @@
-"""The hostile suite (scripts/harness/hostile.py): each case's verdict, proven both ways.
+"""The hostile suite (scripts/harness/suites/hostile.py): each case's verdict, proven both ways.
 
 Every case kind runs against two tiny servers (tests/hostile_servers.py): `good` does
 what the case's robust answer asks, `bad` does the classic wrong thing. A case whose
@@ -16,10 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
+from harness.render import site, survival
+from harness.suites import hostile
 
 from conftest import CATALOGUE
-from harness import hostile, processes, render, survival
-from harness.catalogue import REPO_ROOT, Design
 
 TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
 SUITE = hostile.load_suite()
@@ -183,7 +185,7 @@ def test_a_case_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
 
 
 def test_unknown_cases_and_non_http_designs_are_bad_input() -> None:
-    from harness.catalogue import UnknownNameError
+    from harness.model.catalogue import UnknownNameError
 
     with pytest.raises(UnknownNameError):
         SUITE.select(["99"])
@@ -248,14 +250,14 @@ def test_a_stale_matrix_fails_render_check(tmp_path: Path) -> None:
     results, generated = tmp_path / "results", tmp_path / "generated"
     results.mkdir()
     (results / "hostile.json").write_text(json.dumps(FIXTURE), encoding="utf-8")
-    render.write_all(results, generated)
-    assert render.stale_files(results, generated) == []
+    site.write_all(results, generated)
+    assert site.stale_files(results, generated) == []
     changed = json.loads(json.dumps(FIXTURE))
     changed["designs"][0]["cases"][0]["statuses"] = ["400"]
     (results / "hostile.json").write_text(json.dumps(changed), encoding="utf-8")
-    assert f"stale: {generated / 'survive-matrix.md'}" in render.stale_files(results, generated)
+    assert f"stale: {generated / 'survive-matrix.md'}" in site.stale_files(results, generated)
     (results / "hostile.json").unlink()
-    assert f"stale: {generated / 'survive-matrix.md'}" in render.stale_files(results, generated)
+    assert f"stale: {generated / 'survive-matrix.md'}" in site.stale_files(results, generated)
 
 
 def test_the_page_includes_every_rendered_piece() -> None:

@@ -8,34 +8,35 @@ import subprocess
 import sys
 
 import pytest
+from harness.model import how_fast_steps
+from harness.model.paths import REPO_ROOT
+from harness.render import how_fast_tables
+from harness.suites import how_fast as how_fast_cli
+from harness.system import processes
 
-import how_fast as how_fast_cli
-from harness import how_fast, processes
-from harness.catalogue import REPO_ROOT
-
-STEPS = how_fast.steps()
+STEPS = how_fast_steps.steps()
 
 
 def test_the_diffs_lead_from_the_first_version_to_the_design_exactly() -> None:
-    text = how_fast.step_source(STEPS[0])
+    text = how_fast_steps.step_source(STEPS[0])
     for step in STEPS[1:]:
-        text = how_fast.apply_patch(text, step.patch.read_text(encoding="utf-8"))
-    assert text == how_fast.DESIGN_FILE.read_text(encoding="utf-8")
-    assert how_fast.step_source(STEPS[-1]) == text  # the last step is the design itself
+        text = how_fast_steps.apply_patch(text, step.patch.read_text(encoding="utf-8"))
+    assert text == how_fast_steps.DESIGN_FILE.read_text(encoding="utf-8")
+    assert how_fast_steps.step_source(STEPS[-1]) == text  # the last step is the design itself
 
 
 def test_the_first_step_is_the_asyncio_design_and_uvloop_is_one_step() -> None:
-    first = how_fast.step_source(STEPS[0])
+    first = how_fast_steps.step_source(STEPS[0])
     assert "import uvloop" not in first and "asyncio.run(serve_forever(" in first
     assert [step.name for step in STEPS][:2] == ["first-version", "uvloop"]
 
 
 def test_a_diff_that_does_not_fit_is_refused() -> None:
     patch = "--- a/x\n+++ b/x\n@@ -2,2 +2,2 @@\n two\n-three\n+THREE\n"
-    assert how_fast.apply_patch("one\ntwo\nthree\n", patch) == "one\ntwo\nTHREE\n"
-    assert how_fast.apply_patch("one\ntwo\nTHREE\n", patch, reverse=True) == "one\ntwo\nthree\n"
-    with pytest.raises(how_fast.PatchError):
-        how_fast.apply_patch("one\ntwo\nfour\n", patch)
+    assert how_fast_steps.apply_patch("one\ntwo\nthree\n", patch) == "one\ntwo\nTHREE\n"
+    assert how_fast_steps.apply_patch("one\ntwo\nTHREE\n", patch, reverse=True) == "one\ntwo\nthree\n"
+    with pytest.raises(how_fast_steps.PatchError):
+        how_fast_steps.apply_patch("one\ntwo\nfour\n", patch)
 
 
 def read_responses(conn: socket.socket, count: int) -> list[bytes]:
@@ -55,9 +56,9 @@ def read_responses(conn: socket.socket, count: int) -> list[bytes]:
 
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda step: f"step-{step.number}")
-def test_every_step_is_a_correct_keep_alive_server(step: how_fast.Step, tmp_path) -> None:
+def test_every_step_is_a_correct_keep_alive_server(step: how_fast_steps.Step, tmp_path) -> None:
     path = tmp_path / f"step_{step.number}.py"
-    path.write_text(how_fast.step_source(step, all_steps=STEPS), encoding="utf-8")
+    path.write_text(how_fast_steps.step_source(step, all_steps=STEPS), encoding="utf-8")
     port = processes.free_port()
     command = [sys.executable, str(path), "--host", "127.0.0.1", "--port", str(port), "--delay", "0.02"]
     with processes.running_server(command, port, tmp_path / "logs") as server:
@@ -89,7 +90,7 @@ CATEGORY_CASES = [
 
 @pytest.mark.parametrize(("stack", "expected"), CATEGORY_CASES)
 def test_a_sample_is_put_where_its_innermost_frames_say(stack: list[str], expected: str) -> None:
-    assert how_fast.category(stack) == expected
+    assert how_fast_tables.category(stack) == expected
 
 
 def test_stacks_lose_line_numbers_and_addresses_and_merge() -> None:
@@ -99,11 +100,11 @@ def test_stacks_lose_line_numbers_and_addresses_and_merge() -> None:
 
 
 def test_the_flame_graph_is_the_same_picture_for_the_same_profile_whatever_the_order() -> None:
-    stacks = how_fast.read_collapsed("a (x.py);b (x.py) 3\na (x.py);c (loop.c) 1\n")
-    again = how_fast.read_collapsed("a (x.py);c (loop.c) 1\na (x.py);b (x.py) 3\n")
-    svg = how_fast.flame_graph(stacks, "t")
-    assert svg == how_fast.flame_graph(again, "t")
-    assert svg.count("<rect") == 3 + len(how_fast.CATEGORIES)  # a, b, c, and the legend's squares
+    stacks = how_fast_tables.read_collapsed("a (x.py);b (x.py) 3\na (x.py);c (loop.c) 1\n")
+    again = how_fast_tables.read_collapsed("a (x.py);c (loop.c) 1\na (x.py);b (x.py) 3\n")
+    svg = how_fast_tables.flame_graph(stacks, "t")
+    assert svg == how_fast_tables.flame_graph(again, "t")
+    assert svg.count("<rect") == 3 + len(how_fast_tables.CATEGORIES)  # a, b, c, and the legend's squares
     assert "b (x.py): 3 samples (75.0%)" in svg
 
 
@@ -122,14 +123,14 @@ def test_the_steps_table_shows_each_row_and_its_share_of_nginx(tmp_path) -> None
             {"name": "granian-asgi", "title": "Granian", "step": None, "runs": [], "problems": ["did not start"]},
         ],
     }
-    table = how_fast.steps_table(record)
+    table = how_fast_tables.steps_table(record)
     assert "| step 0 | first version | **110** (100–120) | 100.0 | 55% |" in table
     assert "| reference | NGINX | **200** (200–200) | 25.0 | 100% |" in table
     assert "not measured: did not start" in table
 
 
 def test_rendering_writes_the_page_files_from_the_committed_profile(tmp_path) -> None:
-    files = how_fast.how_fast_files(REPO_ROOT / "results", tmp_path / "generated", tmp_path / "plots")
+    files = how_fast_tables.how_fast_files(REPO_ROOT / "results", tmp_path / "generated", tmp_path / "plots")
     names = sorted(path.name for path in files)
     assert names == ["how-fast-profile.md", "how-fast-steps.md", "how-fast-uvloop-protocol-keep-alive-flamegraph.svg"]
     profile = files[tmp_path / "generated" / "how-fast-profile.md"]
@@ -140,7 +141,7 @@ def test_rendering_writes_the_page_files_from_the_committed_profile(tmp_path) ->
 @pytest.mark.parametrize("arguments", [["steps", "--repeat", "0"], ["steps", "--reference", "no-such-design"],
                                        ["profile", "--rate", "0"]])
 def test_bad_arguments_exit_2_before_measuring(arguments: list[str]) -> None:
-    answer = subprocess.run([sys.executable, "scripts/how_fast.py", *arguments], cwd=REPO_ROOT,
+    answer = subprocess.run([sys.executable, "scripts/bench.py", "how-fast", *arguments], cwd=REPO_ROOT,
                             capture_output=True, text=True, timeout=60)
     assert answer.returncode == 2, answer.stderr
     assert answer.stdout == ""  # refused before any table was measured or printed

@@ -1,4 +1,4 @@
-"""scripts/http_load.py (our load client) and its harness adapter, harness/tools/http_client.py.
+"""scripts/http_load.py (our load client) and its harness adapter, harness/clients/tools/http_client.py.
 
 Parsing is tested with tables of exact bytes; the failure kinds against tiny
 in-process servers that answer wrongly on purpose; the two loops against real
@@ -21,12 +21,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import http_load
+import pytest
+from harness.clients import tools
+from harness.clients.tools import http_client
+from harness.system import processes
+
 from conftest import CATALOGUE, started
-from harness import processes, tools
-from harness.tools import http_client
 
 CLIENT = Path(http_load.__file__)
 FIXTURES = Path(__file__).parent / "fixtures" / "http_client"

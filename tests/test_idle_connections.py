@@ -1,20 +1,19 @@
-"""scripts/idle_connections.py: the record it writes, and the input it refuses."""
+"""`bench.py idle` (harness/suites/idle.py): the record it writes, and the input it refuses."""
 
 from __future__ import annotations
 
 import json
+import resource
 import shutil
 from pathlib import Path
-import resource
 
+import bench
 import pytest
-
-import idle_connections
 
 
 def run(tmp_path, *args: str) -> tuple[int, dict | None]:
     output = tmp_path / "record.json"
-    code = idle_connections.main([*args, "--output", str(output)])
+    code = bench.main(["idle", *args, "--output", str(output)])
     return code, json.loads(output.read_text()) if output.exists() else None
 
 
@@ -60,11 +59,11 @@ def test_more_connections_than_the_hard_limit_allows_exit_2(tmp_path) -> None:
 
 
 def test_the_idle_table_is_read_from_the_records(tmp_path) -> None:
-    from harness import idle_render
+    from harness.render import idle_tables
 
-    assert idle_render.idle_files(tmp_path / "generated", "{source}\n", tmp_path) == {}  # no record, no table
+    assert idle_tables.idle_files(tmp_path / "generated", "{source}\n", tmp_path) == {}  # no record, no table
     (tmp_path / "idle-connections").mkdir()
     shutil.copy(Path(__file__).parent / "fixtures" / "idle" / "hardened.json", tmp_path / "idle-connections")
-    table = idle_render.idle_files(tmp_path / "generated", "{source}\n", tmp_path)[
+    table = idle_tables.idle_files(tmp_path / "generated", "{source}\n", tmp_path)[
         tmp_path / "generated" / "idle-connections.md"]
     assert "| hardened | 10,000 of 10,000 | 10,000 | 24.2 → **47.8** | 2.42 | 1.0 / 4.9 (0 failed) |" in table

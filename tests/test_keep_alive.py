@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe, verify
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
 
 from conftest import CATALOGUE, started
-from harness import probe, verify
-from harness.catalogue import REPO_ROOT, load_catalogue
 
 KEEP_ALIVE_CATALOGUE_DIR = REPO_ROOT / "tests" / "fixtures" / "keep_alive"
 KEEP_ALIVE_CATALOGUE = load_catalogue(KEEP_ALIVE_CATALOGUE_DIR)

@@ -14,12 +14,11 @@ import difflib
 import importlib.util
 import socket
 import time
-from pathlib import Path
 
 import pytest
+from harness.model.paths import REPO_ROOT
 
 from conftest import CATALOGUE, started
-from harness.catalogue import REPO_ROOT
 
 KEEP_ALIVE_DESIGNS = ["asyncio-protocol-keep-alive", "uvloop-protocol-keep-alive",
                       "thread-per-connection-keep-alive", "gevent-thread-per-connection"]

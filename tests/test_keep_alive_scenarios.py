@@ -11,15 +11,16 @@ import copy
 import json
 import socket
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.clients import pipelining, probe
+from harness.clients.tools import wrk
+from harness.model.paths import REPO_ROOT
+from harness.render import keep_alive_verdict, site
+from harness.system import launcher
 
 from conftest import CATALOGUE, HTTP_DESIGNS, started
-from harness import keep_alive_verdict, launcher, pipelining, probe, processes, render
-from harness.catalogue import REPO_ROOT
-from harness.tools import wrk
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "keep_alive"
 PAGE = b"<!doctype html><h1>Hello</h1>"
@@ -191,10 +192,10 @@ def test_the_cpu_column_divides_the_servers_cpu_seconds_by_the_requests_it_answe
     record = fixture("peak")
     run = record["designs"][0]["runs"][0]
     expected = run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6
-    table = render.scenario_table(record)
+    table = site.scenario_table(record)
     header = next(line for line in table.splitlines() if line.startswith("| Design"))
     cells = [cell.strip() for cell in header.split("|")]
     column = cells.index("CPU µs / request")  # the narrow table; the one under "Every column" has it too
     first_row = next(line for line in table.splitlines() if line.startswith(f"| [{record['designs'][0]['name']}]("))
     assert [cell.strip() for cell in first_row.split("|")][column] == f"{expected:,.0f}"
-    assert "CPU µs" not in render.scenario_table(fixture("keep-alive-slow-path-on"))
+    assert "CPU µs" not in site.scenario_table(fixture("keep-alive-slow-path-on"))

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from harness.model.catalogue import UnknownNameError
+from harness.render import multi_process_tables
+from harness.suites import balance, restart
 
 from conftest import CATALOGUE
-from harness import balance, multi_process_render, restart
-from harness.catalogue import UnknownNameError
 
 PLAN = """
 id = "restart"
@@ -90,7 +91,7 @@ def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> 
     assert sum(entry["due"] for entry in graceful["bins"]) == 500
 
     # The renderer reads only the record: the table says what it measured.
-    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
+    files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
     table = files[tmp_path / "generated" / "restart.md"]
     assert "| event-loop-workers (SIGHUP) | 500 | **0** (0 / 0 / 0) |" in table  # failed (refused / reset or cut / other)
     assert f"| event-loop-workers (stop, then start) | 500 | **{naive['report']['failed']}** (" in table
@@ -101,7 +102,7 @@ def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_pa
     (tmp_path / "multi-process").mkdir()
     (tmp_path / "multi-process" / "x.json").write_text('{"schema": 1, "scenario": {"id": "x"}, "designs": []}')
     with pytest.raises(ValueError, match="not a record of schema 1 and of a kind"):
-        multi_process_render.load_multi_process_records(tmp_path)
+        multi_process_tables.load_multi_process_records(tmp_path)
 
 
 def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_average(tmp_path) -> None:
@@ -111,7 +112,7 @@ def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_av
               "scenario": {"requests": 40, "concurrency": 5},
               "environment": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
                           "python": "3.11", "commit": "abcdef0123"}, "started_utc": "2026-11-24T00:00:00Z"}
-    table = multi_process_render.balance_table(record)
+    table = multi_process_tables.balance_table(record)
     assert "| event-loop-workers | 2 | 30, 10 | 1.50 |" in table
 
 
@@ -127,7 +128,7 @@ def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
     one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
     two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
     one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
-    files = multi_process_render.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path,
+    files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path,
                                                      {"scaling-cpu-one-cpu": one, "scaling-cpu-two-cpus": two})
     table = files[tmp_path / "generated" / "scaling-cpu.md"]
     row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
@@ -146,7 +147,7 @@ def test_a_scaling_cell_whose_runs_disagree_is_flagged(tmp_path) -> None:
     for run in runs:
         run["requests_per_second"] = 100.0
     runs[0]["requests_per_second"], runs[-1]["requests_per_second"] = 80.0, 120.0  # range 40% of the median
-    table = multi_process_render.scaling_table(one, two)
+    table = multi_process_tables.scaling_table(one, two)
     row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
     assert "| 100.0 ⚠ 40% |" in row
     other = next(line for line in table.splitlines() if line.startswith("| [process-pool](/designs/"))

@@ -9,11 +9,18 @@ import re
 from typing import Any
 
 import pytest
-
-from harness import plots, render
-from harness.catalogue import REPO_ROOT, load_catalogue
-from harness.presentation import (PALETTE, UNKNOWN_COLOUR, WIDE_TABLE_CLASS, design_colour, design_link, design_marker,
-                                  wide_table)
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.render import plots, site
+from harness.render.presentation import (
+    PALETTE,
+    UNKNOWN_COLOUR,
+    WIDE_TABLE_CLASS,
+    design_colour,
+    design_link,
+    design_marker,
+    wide_table,
+)
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
 
@@ -95,7 +102,7 @@ def test_the_articles_requests_per_second_figure_is_a_hollow_marker_at_its_level
 
 
 def test_a_scenario_table_fits_first_and_keeps_every_column_behind_a_wide_toggle() -> None:
-    text = render.scenario_table(fixture("sweep-io"))
+    text = site.scenario_table(fixture("sweep-io"))
     summary_head = text.splitlines()[0]
     assert summary_head == "| Design | Clients | Req/s | p50 / p99 ms | Failed |"
     toggle = next(line for line in text.splitlines() if line.startswith("??? "))

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
 
 from conftest import started
-from harness.catalogue import REPO_ROOT, Design
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
 PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import sys
 
 import pytest
+from harness.clients import probe
+from harness.system import launcher
 
 from conftest import CATALOGUE, started
-from harness import launcher, probe
 
 SUPPORTED = ["3.11", "3.12", "3.13"]
 DESIGNS = ["sequential-sockets", "thread-per-connection", "epoll-loop", "asyncio-streams", "event-loop-workers"]

@@ -22,12 +22,14 @@ import time
 from wsgiref.util import setup_testing_defaults
 from wsgiref.validate import validator
 
-import pytest
-
 import process_table
+import pytest
+from harness.clients import probe
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
+from harness.system import processes
+
 from conftest import CATALOGUE, started
-from harness import probe, processes
-from harness.catalogue import REPO_ROOT, Design
 from servers import asgi_app, sequential_sockets, wsgi_app
 
 REAL_SERVERS = ["nginx", "gunicorn-sync", "gunicorn-gevent", "waitress", "uvicorn",

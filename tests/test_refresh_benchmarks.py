@@ -12,7 +12,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "refresh_benchmarks.sh"
 ALL_STEPS = ["scripts/bench.py run", "scripts/bench.py run --out results/rerun", "scripts/bench.py hostile",
-             "scripts/bench.py restart", "scripts/bench.py balance", "scripts/how_fast.py steps",
+             "scripts/bench.py restart", "scripts/bench.py balance", "scripts/bench.py how-fast steps",
              "scripts/bench.py render"]
 
 

@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from harness import memory, multi_process_render, plots, render, repeatability
-from harness.catalogue import REPO_ROOT
-from harness.cells import cells_by_level, level_key, spread_warning
-from harness.records import load_records, rerun_dir
-from harness.stats import median_interval, spread
+from harness.model.paths import REPO_ROOT
+from harness.model.records import load_records, rerun_dir
+from harness.model.stats import median_interval, spread
+from harness.render import memory, multi_process_tables, plots, repeatability, site
+from harness.render.cells import cells_by_level, level_key, spread_warning
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
 
@@ -106,7 +105,7 @@ PREFORK = '[prefork](/designs/prefork.md "Pre-forked worker processes sharing on
 
 
 def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
-    table = render.scenario_table(fixture("open-loop-rates"))
+    table = site.scenario_table(fixture("open-loop-rates"))
     # The table a reader sees first: median, p50 / p99, failures.
     assert table.startswith("| Design | Offered rate (req/s) | Req/s | p50 / p99 ms | Failed |")
     assert f"\n| {PREFORK} | 160 | **79.6** | 1,040 / 2,050 | 0 |\n" in table
@@ -125,7 +124,7 @@ def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
 def test_one_offered_rate_renders_as_before() -> None:
     record = fixture("open-loop-rates")
     record["settings"]["rate"] = 80
-    table = render.scenario_table(record)
+    table = site.scenario_table(record)
     assert table.startswith("| Design | Req/s | p50 / p99 ms | Failed |")
     assert "\n    | Design | Model | Requests/s, median (min–max) |" in table
     assert "at concurrency 1000" in table and "requests/s offered" not in table
@@ -261,7 +260,7 @@ def test_one_scenarios_agreement_names_the_largest_difference_and_who_is_outside
 
 def test_without_a_second_run_the_page_says_so(tmp_path: Path) -> None:
     write_record(tmp_path / "results", fixture("async-101"))
-    files = render.expected_files(tmp_path / "results", tmp_path / "generated")
+    files = site.expected_files(tmp_path / "results", tmp_path / "generated")
     page = files[tmp_path / "generated" / "repeatability.md"]
     assert "Not measured yet: no second run is recorded in `results/rerun/`" in page
 
@@ -270,14 +269,14 @@ def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) 
     results, generated = tmp_path / "results", tmp_path / "generated"
     for name in ("sweep-io", "open-loop-rates"):
         write_record(results, fixture(name))
-    written = render.write_all(results, generated)
+    written = site.write_all(results, generated)
     assert generated / "memory-per-connection.md" in written
     assert tmp_path / "generated-plots" / "open-loop-open-loop-latency.svg" in written
-    assert render.stale_files(results, generated) == []
+    assert site.stale_files(results, generated) == []
 
     write_record(rerun_dir(results), fixture("sweep-io"))
-    assert render.stale_files(results, generated) == [f"stale: {generated / 'repeatability.md'}"]
-    render.write_all(results, generated)
+    assert site.stale_files(results, generated) == [f"stale: {generated / 'repeatability.md'}"]
+    site.write_all(results, generated)
     # The same record twice: every cell (3 designs × 3 levels) agrees exactly.
     assert "9 cells compared (not tool-bound), 9 within 10%" in (generated / "repeatability.md").read_text()
 
@@ -285,13 +284,13 @@ def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) 
     for run in grown["designs"][0]["runs"][2:6:3]:  # two of the three repetitions at c=1000: the median moves
         run["server_resources"]["peak_rss_mib"] = 40.0
     write_record(results, grown)
-    assert render.stale_files(results, generated) == [f"stale: {generated / 'memory-per-connection.md'}",
+    assert site.stale_files(results, generated) == [f"stale: {generated / 'memory-per-connection.md'}",
                                                       f"stale: {tmp_path / 'generated-plots' / 'sweep-io-memory.svg'}"]
 
 
 def test_the_environment_table_says_how_long_each_scenario_and_the_whole_run_took() -> None:
     records = {name: fixture(name) for name in ("async-101", "concurrency-models")}
-    table = render.environment_table(records)
+    table = site.environment_table(records)
     # async-101 ran 12:30:41 to 12:31:37 (56 s); concurrency-models 12:31:37 to 12:36:00 (4 min 23 s).
     assert "| 56 s |" in table and "| 4 min 23 s |" in table
     assert "took 5 min 19 s in all" in table
@@ -308,11 +307,11 @@ def test_the_environment_table_says_how_long_a_load_tool_ran_ceiling_included() 
     cells = {name: sum(len(design["runs"]) for design in record["designs"]) for name, record in records.items()}
     expected = {name: 2.0 * (count - 1) for name, count in cells.items()}
     expected["concurrency-models"] += 30.0
-    table = render.environment_table(records)
+    table = site.environment_table(records)
     rows = {name: next(line for line in table.splitlines() if line.startswith(f"| `{name}` |")) for name in records}
     for name, seconds in expected.items():
-        assert rows[name].endswith(f"| {render.format_duration(seconds)} |"), (name, rows[name])
-    assert f"A load tool was running for {render.format_duration(sum(expected.values()))} of it" in table
+        assert rows[name].endswith(f"| {site.format_duration(seconds)} |"), (name, rows[name])
+    assert f"A load tool was running for {site.format_duration(sum(expected.values()))} of it" in table
 
 
 def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
@@ -321,8 +320,8 @@ def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
     blocking = record["designs"][0]
     for run in blocking["runs"]:
         run.update(time_limit=4, complete=20000)
-    assert "of 100,000" not in render.design_rows(record, blocking, with_name=False)[0]  # behind the toggle
-    rows = render.design_rows(record, blocking, with_name=False, every_column=True)
+    assert "of 100,000" not in site.design_rows(record, blocking, with_name=False)[0]  # behind the toggle
+    rows = site.design_rows(record, blocking, with_name=False, every_column=True)
     assert "20,000 of 100,000 (4 s limit)" in rows[0]
     assert f"({record['settings']['time_limit']:g} s limit)" not in rows[0]
 
@@ -363,10 +362,10 @@ def test_the_spread_flag_marks_runs_that_disagree_by_more_than_a_tenth_in_every_
     unsteady = spread([1800.0, 1900.0, 2000.0, 2200.0, 2500.0])  # 35%
     assert spread_warning(steady) == "" and spread_warning(steady, word="") == ""
     assert spread_warning(unsteady) == " ⚠ spread 35%"
-    assert render.rate_label({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
-    assert render.rate_label({"rate": unsteady}, every_column=True) == "**2,000** (1,800–2,500) ⚠ spread 35%"
-    assert multi_process_render.flagged_median(unsteady) == "2,000 ⚠ 35%"  # its column says what the number is
-    assert multi_process_render.flagged_median(steady) == "2,000"
+    assert site.rate_label({"rate": unsteady}) == "**2,000** ⚠ spread 35%"
+    assert site.rate_label({"rate": unsteady}, every_column=True) == "**2,000** (1,800–2,500) ⚠ spread 35%"
+    assert multi_process_tables.flagged_median(unsteady) == "2,000 ⚠ 35%"  # its column says what the number is
+    assert multi_process_tables.flagged_median(steady) == "2,000"
 
 
 def test_with_more_runs_the_flag_and_the_brackets_give_the_medians_interval_not_the_extremes() -> None:
@@ -377,7 +376,7 @@ def test_with_more_runs_the_flag_and_the_brackets_give_the_medians_interval_not_
     rate = spread(runs)
     assert (rate["interval_low"], rate["interval_high"]) == (1950.0, 2050.0)
     assert spread_warning(rate) == ""
-    assert render.rate_label({"rate": rate}, every_column=True) == "**2,000** (1,950–2,050)"
+    assert site.rate_label({"rate": rate}, every_column=True) == "**2,000** (1,950–2,050)"
 
 
 @pytest.mark.parametrize(("count", "k", "confidence"), [

@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from harness import resources
+from harness.system import resources
 
 GROUP = 4242
 

@@ -11,9 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from harness import plan, ports, render
-from harness.catalogue import REPO_ROOT, load_catalogue
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.render import site
+from harness.suites import plan
+from harness.system import ports
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 CATALOGUE = load_catalogue()
@@ -139,6 +141,6 @@ def test_time_limit_at_lengthens_only_the_levels_it_names() -> None:
 
 
 def test_the_caption_names_the_longer_levels() -> None:
-    assert render.longer_levels_label({"time_limit_at": {"500": 2, "1000": 2}}) == " (2 s at 500 and 1,000)"
-    assert render.longer_levels_label({"time_limit_at": {"500": 2, "1000": 3}}) == " (2 s at 500; 3 s at 1,000)"
-    assert render.longer_levels_label({}) == ""
+    assert site.longer_levels_label({"time_limit_at": {"500": 2, "1000": 2}}) == " (2 s at 500 and 1,000)"
+    assert site.longer_levels_label({"time_limit_at": {"500": 2, "1000": 3}}) == " (2 s at 500; 3 s at 1,000)"
+    assert site.longer_levels_label({}) == ""

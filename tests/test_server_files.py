@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe
+from harness.model.catalogue import Design
+from harness.model.paths import REPO_ROOT
 
 from conftest import CATALOGUE, HTTP_DESIGNS, started
-from harness import probe
-from harness.catalogue import REPO_ROOT, Design
 
 SERVERS = REPO_ROOT / "servers"
 MARKER = re.compile(r"^[ \t]*# --8<-- \[(start|end):([\w-]+)\]$", re.M)  # a section may end inside a class

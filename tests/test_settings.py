@@ -12,9 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from harness import settings, tools
-from harness.catalogue import REPO_ROOT, load_catalogue
+from harness.clients import tools
+from harness.model import settings
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 DESIGN = """

@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness.model.paths import REPO_ROOT
+from harness.render import site
 
 from conftest import CATALOGUE, StrictBuild
-from harness import render
-from harness.catalogue import REPO_ROOT
 
 MARKDOWN_FILES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`\n]*)$")
@@ -56,7 +56,7 @@ def test_no_runnable_fence_is_silently_skipped(path: Path) -> None:
 
 def test_the_committed_tables_match_the_records() -> None:
     """Every table the pages include is exactly what `bench.py render` makes from results/."""
-    assert render.stale_files() == []
+    assert site.stale_files() == []
 
 
 def test_render_check_detects_a_stale_table(tmp_path: Path) -> None:
@@ -64,14 +64,14 @@ def test_render_check_detects_a_stale_table(tmp_path: Path) -> None:
     results.mkdir()
     source = REPO_ROOT / "results" / "from-scratch.json"
     (results / "from-scratch.json").write_text(source.read_text())
-    render.write_all(results, generated)
-    assert render.stale_files(results, generated) == []
+    site.write_all(results, generated)
+    assert site.stale_files(results, generated) == []
 
     table = generated / "from-scratch.md"
     table.write_text(table.read_text().replace("**", "", 2))  # someone edits a number by hand
     (generated / "orphan.md").write_text("a table whose record is gone\n")
     (generated / "designs" / "thread-per-connection.md").unlink()
-    problems = render.stale_files(results, generated)
+    problems = site.stale_files(results, generated)
     assert any(problem.startswith("stale:") and problem.endswith("from-scratch.md") for problem in problems)
     assert any(problem.startswith("no record behind:") and "orphan.md" in problem for problem in problems)
     assert any(problem.startswith("missing:") and "thread-per-connection.md" in problem for problem in problems)
@@ -117,7 +117,7 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header() -> None:
     def cells(line: str) -> int:
         return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # leading and trailing pipes
 
-    for path, content in render.expected_files().items():
+    for path, content in site.expected_files().items():
         # figures.md: single numbers, no tables (tests/test_figures.py); peak-repeatability.md: one sentence.
         if path.suffix != ".md" or path.name in ("figures.md", "peak-repeatability.md"):
             continue

@@ -12,10 +12,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.clients import tools
+from harness.clients.tools import ab, hey, wrk
 
 from conftest import CATALOGUE, started
-from harness import tools
-from harness.tools import ab, hey, wrk
 
 FIXTURES = Path(__file__).parent / "fixtures"
 URL = "http://127.0.0.1:8000/"

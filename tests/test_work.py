@@ -18,13 +18,15 @@ import time
 from pathlib import Path
 
 import pytest
+from harness.clients import probe
+from harness.model.catalogue import Design, load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.system import launcher, processes
+from harness.system.resources import CLOCK_TICKS, sample_group
+from test_behaviour import simultaneous_gets
 
 from conftest import CATALOGUE, started
-from harness import launcher, probe, processes
-from harness.catalogue import REPO_ROOT, Design, load_catalogue
-from harness.resources import CLOCK_TICKS, sample_group
 from servers.sequential_sockets import simulated_cpu_work
-from test_behaviour import simultaneous_gets
 
 WORK_DESIGNS = [design for design in CATALOGUE.designs.values() if design.supports_work]
 SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False)["work"]  # about 5 ms a request

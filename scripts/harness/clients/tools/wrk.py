@@ -1,0 +1,149 @@
+"""wrk: command line and parsing of the JSON line printed by wrk_report.lua.
+
+wrk runs for a duration (-d) with a fixed number of open connections (-c)
+spread over threads (-t); it has no request count, so the scenario's
+`requests` is ignored and `time_limit` is the duration, rounded up to whole
+seconds (wrk 4.1 rejects fractions such as 1500ms). One thread: the load tool
+gets one pinned core, and more threads would only share it.
+
+Our Lua script's done() prints a marker line and one JSON line (requests,
+duration and latency in microseconds, wrk's error counters); we never read
+wrk's human summary. What the counters mean, checked on wrk 4.1.0 (see
+tests/fixtures/wrk/):
+
+- complete = responses received, any status ("requests" in wrk's words).
+- non_2xx = wrk's "status" errors, which are responses with status > 399.
+- failed = connect + read + write + timeout. A server that resets shows up as
+  read errors; "timeout" counts responses that arrived later than --timeout:
+  they are in `complete` but *not* in the latency statistics. wrk's default
+  timeout is 2 s, which would silently drop every slow request from the
+  percentiles, so we pass the same 20 s hey uses unless `timeout` is set.
+- latency is measured from writing the request to the full response, so unlike
+  ab's and hey's it leaves out the TCP connect of a new connection.
+- If wrk cannot connect at start-up it prints "unable to connect" and exits 1:
+  recorded as the run's error.
+
+Pipelining: with `pipeline_depth` N > 1, wrk_pipeline.lua writes N requests at
+once on each connection and waits for their N answers before the next batch;
+wrk counts every answer, but times batches, not requests (and its percentiles
+came out 0 in our runs), so a pipelined record keeps no latency.
+
+Keep-alive: wrk keeps connections open and reconnects whenever a response says
+`Connection: close`, which our designs always do; wrk counts no error for it.
+Without keep_alive we also send `Connection: close`, so servers that could keep
+the connection alive close it too, and every request pays for a new connection.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.model.settings import TOOL_READS
+from harness.system import processes
+
+REPORT_SCRIPT = Path(__file__).with_name("wrk_report.lua")
+PIPELINE_SCRIPT = Path(__file__).with_name("wrk_pipeline.lua")  # pipeline_depth > 1: batches of requests
+REPORT_MARKER = "wrk_report.lua: json follows"  # printed by wrk_report.lua right before its JSON line
+DEFAULT_TIMEOUT_S = 20  # the same per-request timeout as hey's default
+THREADS = 1
+FAILED_KINDS = ("connect", "read", "write", "timeout")
+
+
+def parse_report(stdout: str) -> dict[str, Any]:
+    """The JSON line that follows wrk_report.lua's marker line."""
+    lines = stdout.splitlines()
+    if REPORT_MARKER not in lines:
+        raise ValueError("wrk printed no report from wrk_report.lua")
+    position = lines.index(REPORT_MARKER)
+    if position + 1 >= len(lines):
+        raise ValueError("wrk_report.lua's marker has no JSON line after it")
+    report: dict[str, Any] = json.loads(lines[position + 1])
+    return report
+
+
+def parse_run(stdout: str) -> dict[str, Any]:
+    """One run's numbers from wrk's stdout."""
+    report = parse_report(stdout)
+    errors, latency, duration_s = report["errors"], report["latency_us"], report["duration_us"] / 1e6
+    recorded = report["requests"] - errors["timeout"]  # requests that made it into the latency statistics
+    return {
+        "complete": report["requests"],
+        "failed": sum(errors[kind] for kind in FAILED_KINDS),
+        "non_2xx": errors["status"],
+        "failed_by_kind": {kind: errors[kind] for kind in FAILED_KINDS},
+        "duration_s": duration_s,
+        "requests_per_second": report["requests"] / duration_s if duration_s > 0 else 0.0,
+        "bytes": report["bytes"],
+        "latency_ms": {key: latency[key] / 1000 for key in ("mean", "p50", "p90", "p99", "max")}
+        if recorded > 0 else None,
+    }
+
+
+def duration_seconds(time_limit: float) -> int:
+    """wrk takes whole seconds: round the time limit up, to at least 1."""
+    return max(1, math.ceil(time_limit))
+
+
+class Wrk:
+    name = "wrk"
+    reads = TOOL_READS['wrk']  # the settings it reads: model/settings.py
+    keep_alive_version = "HTTP/1.1"  # how it asks to keep a connection: the verifier asks the same way
+    executable = "wrk"
+    install_hint = "sudo apt-get install wrk"
+
+    def version(self) -> str:
+        # `wrk -v` prints "wrk 4.1.0 [epoll] Copyright ..." and the usage, and exits 1.
+        try:
+            answer = processes.run_tool(["wrk", "-v"], timeout=10)
+        except OSError:
+            return "wrk (version unknown)"
+        first = answer.stdout.splitlines()[0] if answer.stdout.strip() else ""
+        return first.split(" Copyright")[0].strip() or "wrk (version unknown)"
+
+    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
+        timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
+        command = ["wrk", "-t", str(settings.get("wrk_threads", THREADS)), "-c", str(concurrency),
+                   "-d", f"{duration_seconds(settings['time_limit'])}s", "--timeout", f"{timeout:g}s"]
+        if not settings.get("keep_alive"):
+            command += ["-H", "Connection: close"]
+        depth = int(settings.get("pipeline_depth") or 1)
+        if depth > 1:  # wrk hands what follows `--` to the script's init()
+            return command + ["-s", str(PIPELINE_SCRIPT), url, "--", str(depth)]
+        return command + ["-s", str(REPORT_SCRIPT), url]
+
+    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+            cpu: str | None) -> dict[str, Any]:
+        """Run wrk once and return its record (with 'error' set when wrk itself failed)."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        record: dict[str, Any] = {"tool": self.name, "command": None, "concurrency": concurrency,
+                                  "keep_alive": bool(settings.get("keep_alive")), "exit_code": None}
+        if not settings.get("time_limit"):
+            record["error"] = "wrk runs for a duration: the scenario needs a time_limit"
+            return record
+        command = record["command"] = self.command(url, concurrency, settings)
+        limit = duration_seconds(settings["time_limit"]) + float(settings.get("timeout") or DEFAULT_TIMEOUT_S) + 30
+        try:
+            completed = processes.run_tool(command, timeout=limit, cpu=cpu)
+        except OSError as error:
+            record["error"] = f"could not start wrk: {error}"
+            return record
+        (workdir / "wrk.stdout").write_text(completed.stdout)
+        record["exit_code"] = completed.returncode
+        if completed.returncode != 0:
+            record["error"] = completed.stderr.strip()[-500:] or f"wrk exited with code {completed.returncode}"
+            return record
+        try:
+            record.update(parse_run(completed.stdout))
+            record["error"] = None
+            if int(settings.get("pipeline_depth") or 1) > 1:
+                # Timed per batch, not per request; and wrk 4.1.0 reported p90/p99 of 0 under pipelining.
+                record["latency_ms"] = None
+        except (ValueError, KeyError, TypeError) as error:  # a report wrk_report.lua could not fill
+            record["error"] = f"{error!r}; wrk said: {completed.stderr.strip()[-500:]}"
+        return record
+
+
+TOOL = Wrk()

@@ -1,0 +1,209 @@
+"""Load the design and scenario catalogue from scripts/catalogue/*.toml (settings checked by settings.py)."""
+
+from __future__ import annotations
+
+import signal
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.model.paths import REPO_ROOT
+from harness.model.settings import TOOL_READS, SettingsError, check_scenario
+
+CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
+DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
+
+
+class UnknownNameError(LookupError):
+    """A design or scenario name that is not in the catalogue."""
+
+    def __init__(self, what: str, name: str, known: list[str]) -> None:
+        super().__init__(f"unknown {what} {name!r}; known {what}s: {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    title: str
+    kind: str
+    file: str
+    page: str
+    model: str
+    concurrent: bool
+    reproduces: list[str]
+    command: list[str] = field(default_factory=lambda: list(DEFAULT_COMMAND))
+    config_template: str | None = None  # a file the harness fills (@HOST@, @PORT@, ...) for {config}
+    # Signals that stop the design gracefully; the harness stops it with the first one.
+    stop_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
+    # The harness sends that signal to the whole process group unless this is set: then to the main process
+    # alone, for a supervisor that must tell its workers itself (Granian, whose main process exits 1 when a
+    # worker that heard the signal too exits before it has handled its own copy).
+    stop_main_process_only: bool = False
+    oversized_head_status: int = 431  # what a 70 KiB request head gets (real servers may differ)
+    # Real servers' documented answers to the behaviour suite's malformed request lines, where not 400.
+    malformed_request_status: dict[str, int] = field(default_factory=dict)
+    supports_work: bool = False  # takes --work N (N iterations of pure-Python computation per request)
+    # Binds with SO_REUSEADDR, so it can listen on a port that still holds TIME_WAIT connections
+    # (the harness then gives it the run's shared port; otherwise a fresh one).
+    reuses_address: bool = True
+    # HTTP/1.1 persistent connections: several requests on one connection (checked before a keep-alive scenario).
+    keep_alive: bool = False
+    pipelining: bool = False  # answers requests sent back to back before the first answer, in order
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stop_signal(self) -> signal.Signals:
+        """The signal the harness stops this design with: the first graceful one it lists."""
+        return signal.Signals[self.stop_signals[0]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "kind": self.kind,
+            "file": self.file,
+            "page": self.page,
+            "model": self.model,
+            "concurrent": self.concurrent,
+            "reproduces": self.reproduces,
+            "command": self.command,
+            "config_template": self.config_template,
+            "stop_signals": self.stop_signals,
+            "stop_main_process_only": self.stop_main_process_only,
+            "oversized_head_status": self.oversized_head_status,
+            "malformed_request_status": self.malformed_request_status,
+            "supports_work": self.supports_work,
+            "reuses_address": self.reuses_address,
+            "keep_alive": self.keep_alive,
+            "pipelining": self.pipelining,
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    article: str
+    tool: str
+    requests: int
+    concurrency: list[int]
+    time_limit: float
+    delay: float
+    keep_alive: bool
+    repeat: int
+    designs: list[str]
+    quick: dict[str, Any]
+    published: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)  # tool- or scenario-specific extras
+
+    def settings(self, quick: bool) -> dict[str, Any]:
+        """The parameters a run uses: the full ones, or with the quick overrides."""
+        base = {
+            "requests": self.requests,
+            "concurrency": self.concurrency,
+            "time_limit": self.time_limit,
+            "delay": self.delay,
+            "keep_alive": self.keep_alive,
+            "repeat": self.repeat,
+            **self.options,
+        }
+        return {**base, **self.quick} if quick else base
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "article": self.article,
+            "tool": self.tool,
+            **self.settings(quick=False),
+            "designs": self.designs,
+            "quick": self.quick,
+            "published": self.published,
+        }
+
+
+_DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
+                  "config_template", "stop_signals", "stop_main_process_only", "oversized_head_status",
+                  "malformed_request_status", "supports_work", "reuses_address", "keep_alive", "pipelining"}
+
+
+_SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
+                    "repeat", "designs", "quick", "published"}
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    designs: dict[str, Design]
+    scenarios: dict[str, Scenario]
+
+    def design(self, name: str) -> Design:
+        if name not in self.designs:
+            raise UnknownNameError("design", name, sorted(self.designs))
+        return self.designs[name]
+
+    def scenario(self, scenario_id: str) -> Scenario:
+        if scenario_id not in self.scenarios:
+            raise UnknownNameError("scenario", scenario_id, sorted(self.scenarios))
+        return self.scenarios[scenario_id]
+
+
+def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, dict[str, Any]]]]:
+    """Design and scenario tables from every *.toml in the directory, in file-name order."""
+    designs, scenarios = [], []
+    for path in sorted(directory.glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        designs += [(path, entry) for entry in data.get("design", [])]
+        scenarios += [(path, entry) for entry in data.get("scenario", [])]
+    return designs, scenarios
+
+
+def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
+    """Parse every catalogue file and check names, settings (settings.py) and the designs scenarios name."""
+    design_entries, scenario_entries = read_entries(directory)
+    designs: dict[str, Design] = {}
+    for path, entry in design_entries:
+        known = {key: value for key, value in entry.items() if key in _DESIGN_FIELDS}
+        extra = {key: value for key, value in entry.items() if key not in _DESIGN_FIELDS}
+        design = Design(**known, extra=extra)
+        if design.name in designs:
+            raise ValueError(f"{path}: design {design.name!r} is listed twice")
+        designs[design.name] = design
+    scenarios: dict[str, Scenario] = {}
+    for path, entry in scenario_entries:
+        tool = entry.get("tool", "")
+        if tool not in TOOL_READS:
+            raise SettingsError(f"{path}: scenario {entry.get('id')!r}: unknown tool {tool!r}; "
+                                f"known: {', '.join(sorted(TOOL_READS))}")
+        check_scenario(path, entry, tool, TOOL_READS[tool])
+        scenario = Scenario(
+            id=entry["id"],
+            title=entry["title"],
+            article=entry.get("article", ""),
+            tool=entry["tool"],
+            requests=entry["requests"],
+            concurrency=entry["concurrency"],
+            time_limit=entry["time_limit"],
+            delay=entry["delay"],
+            keep_alive=entry.get("keep_alive", False),
+            repeat=entry["repeat"],
+            designs=entry["designs"],
+            quick=entry.get("quick", {}),
+            published=entry.get("published", {}),
+            options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
+        )
+        for name in [*scenario.designs, *(scenario.options[key] for key in ("ceiling", "relative_to")
+                                          if key in scenario.options)]:
+            if name not in designs:
+                raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
+                                 f"catalogue; known designs: {', '.join(sorted(designs))}")
+        asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
+        unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
+        if unable:  # caught here, not when the run reaches them
+            raise ValueError(f"{path}: scenario {scenario.id!r} sets work, but {', '.join(unable)} "
+                             "cannot do it (no supports_work = true)")
+        if scenario.id in scenarios:
+            raise ValueError(f"{path}: scenario {scenario.id!r} is listed twice")
+        scenarios[scenario.id] = scenario
+    return Catalogue(designs=designs, scenarios=scenarios)

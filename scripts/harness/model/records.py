@@ -1,0 +1,78 @@
+"""Results files: written atomically, read back for rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from harness.model.paths import REPO_ROOT
+
+RESULTS_DIR = REPO_ROOT / "results"
+SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
+MULTI_PROCESS_DIR_NAME = "multi-process"  # results/multi-process/: records that are not load-tool scenarios
+SCHEMA_VERSION = 1
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over the target.
+
+    A reader (or a crash) sees the old file or the new one, never half of one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            # mkstemp makes the file private (0600); a record is for everyone to read, like any file we write.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(handle.fileno(), 0o666 & ~umask)
+            json.dump(data, handle, indent=2, sort_keys=False)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def wall_seconds(record: dict[str, Any]) -> float:
+    """How long a scenario's run took, from the record's UTC start and end."""
+    started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
+                         for key in ("started_utc", "finished_utc"))
+    return (finished - started).total_seconds()
+
+
+def load_seconds(record: dict[str, Any]) -> float:
+    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
+    outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
+    return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
+
+
+def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
+    return results_dir / f"{scenario_id}.json"
+
+
+def rerun_dir(results_dir: Path = RESULTS_DIR) -> Path:
+    """Where a second complete run of every scenario goes, to be compared with the first (same format)."""
+    return results_dir / "rerun"
+
+
+def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
+    """Every scenario's record in a results directory, by scenario id; none if the directory is missing.
+
+    Only the directory's own *.json files: the second run in results/rerun/ is not a scenario of results/.
+    """
+    records = {}
+    for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "suite" in data:
+            continue  # not a scenario: results/hostile.json, rendered by harness.survival
+        if data.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
+        records[data["scenario"]["id"]] = data
+    return records

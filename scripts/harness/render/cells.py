@@ -1,0 +1,117 @@
+"""Cells: a design's runs at one level, summarised; shared by the tables, the plots and the comparisons.
+
+A record's runs group into cells by level. The level is the concurrency, except
+in an open-loop rate sweep (settings["rate"] is a list), where every run has the
+same concurrency (the cap on requests in flight) and the level is the offered
+rate of the run, run["rate"]. Runs that ended in an error belong to no cell.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from harness.model.stats import spread
+
+TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measures the tool, not the design
+
+
+SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exceeds 10% of it is flagged
+
+
+def is_rate_sweep(record: dict[str, Any]) -> bool:
+    return isinstance(record["settings"].get("rate"), list)
+
+
+def level_key(record: dict[str, Any]) -> str:
+    """The run field a cell's level is read from."""
+    return "rate" if is_rate_sweep(record) else "concurrency"
+
+
+def levels(record: dict[str, Any]) -> list[float]:
+    """The levels the scenario asked for, in its order."""
+    return record["settings"]["rate"] if is_rate_sweep(record) else record["settings"]["concurrency"]
+
+
+def level_header(record: dict[str, Any]) -> str:
+    return "Offered rate (req/s)" if is_rate_sweep(record) else "Clients"
+
+
+def format_level(record: dict[str, Any], level: float) -> str:
+    return f"{level:,g}" if is_rate_sweep(record) else f"{level:,}"
+
+
+def describe_level(record: dict[str, Any], level: float) -> str:
+    """A level in a sentence: "c=1,000", or "80 req/s offered"."""
+    return f"{level:,g} req/s offered" if is_rate_sweep(record) else f"c={level:,}"
+
+
+def format_rate(value: float) -> str:
+    """Requests per second as the tables print them."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}"
+
+
+def cells_by_level(runs: list[dict[str, Any]], key: str = "concurrency") -> dict[float, list[dict[str, Any]]]:
+    """Successful runs grouped by `run[key]`."""
+    grouped: dict[float, list[dict[str, Any]]] = {}
+    for run in runs:
+        if run.get("error") is None:
+            grouped.setdefault(run[key], []).append(run)
+    return grouped
+
+
+def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median and range of requests/s, median of each latency statistic, totals of failures."""
+    rates = spread([run["requests_per_second"] for run in runs])
+    latencies = [run["latency_ms"] for run in runs if run.get("latency_ms")]
+    latency = {key: statistics.median(item[key] for item in latencies if item.get(key) is not None)
+               for key in ("mean", "mode", "p50", "p90", "p99", "max")
+               if any(item.get(key) is not None for item in latencies)}
+    return {
+        "runs": runs,
+        "rate": rates,
+        "latency": latency,
+        # None: the tool could not know (hey stopped by a time limit does not report requests it sent).
+        "failed": None if any(run["failed"] is None for run in runs) else sum(run["failed"] for run in runs),
+        "non_2xx": sum(run.get("non_2xx", 0) for run in runs),
+        "complete": sorted(run["complete"] for run in runs),
+        "requested": runs[0]["requests_requested"],
+        "repetitions": len(runs),
+    }
+
+
+def rate_cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
+    """Every measured cell's requests/s (`stats.spread`) by (design, level); failed runs left out."""
+    return {(design["name"], level): summarise_cell(runs)["rate"]
+            for design in record["designs"]
+            for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
+
+
+def rate_medians(record: dict[str, Any]) -> dict[tuple[str, float], float]:
+    """Every measured cell's median requests/s by (design, level), as the tables' bold numbers."""
+    return {key: rate["median"] for key, rate in rate_cells(record).items()}
+
+
+def ceilings(record: dict[str, Any]) -> dict[float, float]:
+    """The tool's ceiling (median requests/s against the ceiling design) by level."""
+    ceiling = record.get("ceiling")
+    if not ceiling:
+        return {}
+    return {level: spread([run["requests_per_second"] for run in runs])["median"]
+            for level, runs in cells_by_level(ceiling["runs"], level_key(record)).items()}
+
+
+def tool_bound(median_rate: float, ceiling: float | None) -> bool:
+    """True when a cell's median is so close to the tool's ceiling that it measures the tool."""
+    return bool(ceiling) and median_rate >= TOOL_BOUND_FRACTION * ceiling
+
+
+def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
+    """' ⚠ spread 35%' when the interval of a cell's median is wider than SPREAD_FLAG of it, else ''.
+
+    The interval is `stats.median_interval`: for five runs or fewer the lowest and highest, so
+    the flag says how far the runs disagreed; for more runs the narrower interval the median
+    lies in. The one wording of the flag every table uses; a table whose column already says
+    what it is passes word="" (' ⚠ 35%').
+    """
+    return f" ⚠ {word}{rate['relative_interval']:.0%}" if rate["relative_interval"] > SPREAD_FLAG else ""

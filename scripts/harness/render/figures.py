@@ -1,0 +1,184 @@
+"""Named figures: single numbers the prose quotes, computed from the records like the tables.
+
+A page that argues from a number ("the epoll loop answered 17,706 requests a
+second") must not type it: the next benchmark run would make it wrong. Instead
+the number is a named figure here, a query over one cell of one record
+(scenario, design, level, metric), and `bench.py render` writes every figure
+into docs/_generated/figures.md as a snippet section of its own:
+
+    <!-- --8<-- [start:hello-epoll-c50-rate] -->
+    17,706 req/s
+    <!-- --8<-- [end:hello-epoll-c50-rate] -->
+
+A page quotes it on a line of its own inside a paragraph (Markdown joins the
+lines), `--8<-- "docs/_generated/figures.md:hello-epoll-c50-rate"`, and
+`render --check` fails when a record changes and the file was not re-rendered.
+
+Every value is the median over the cell's repetitions, like the tables' bold
+numbers, and carries its unit. A figure whose record, design, level or metric
+is missing is an error that names it (FigureError): a page never shows a blank.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.render.cells import cells_by_level, format_rate, level_key, summarise_cell
+
+
+class FigureError(ValueError):
+    """A figure the pages quote cannot be computed from the records."""
+
+
+def _median(runs: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any], what: str) -> float:
+    values = [read(run) for run in runs]
+    if any(value is None for value in values):
+        raise KeyError(what)
+    return statistics.median(values)
+
+
+def _resource(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda run: (run.get("server_resources") or {}).get(key)
+
+
+def _latency(key: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda run: (run.get("latency_ms") or {}).get(key)
+
+
+def _milliseconds(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 1000 else f"{value:.1f} ms"
+
+
+# metric -> (how to read it from the cell's runs, how to print the median with its unit)
+METRICS: dict[str, tuple[Callable[[list[dict[str, Any]]], float], Callable[[float], str]]] = {
+    "rate": (lambda runs: summarise_cell(runs)["rate"]["median"], lambda value: f"{format_rate(value)} req/s"),
+    "p50": (lambda runs: _median(runs, _latency("p50"), "latency p50"), _milliseconds),
+    "p99": (lambda runs: _median(runs, _latency("p99"), "latency p99"), _milliseconds),
+    "max": (lambda runs: _median(runs, _latency("max"), "latency max"), _milliseconds),
+    "complete": (lambda runs: _median(runs, lambda run: run.get("complete"), "complete"),
+                 lambda value: f"{value:,.0f} responses"),
+    "duration": (lambda runs: _median(runs, lambda run: run.get("duration_s"), "duration_s"),
+                 lambda value: f"{value:.2f} s"),
+    "window": (lambda runs: _median(runs, lambda run: run.get("time_limit"), "time_limit"),
+               lambda value: f"{value:g} s"),
+    "cpu": (lambda runs: _median(runs, _resource("cpu_seconds"), "server CPU seconds"),
+            lambda value: f"{value:.2f} CPU-seconds"),
+    "cpu-per-1000": (lambda runs: _median(runs, _resource("cpu_seconds_per_1000_requests"),
+                                          "server CPU seconds per 1,000 requests"),
+                     lambda value: f"{value:.3f} CPU-seconds per 1,000 requests"),
+    "rss": (lambda runs: _median(runs, _resource("peak_rss_mib"), "peak RSS"), lambda value: f"{value:.1f} MiB"),
+    "processes": (lambda runs: _median(runs, _resource("peak_processes"), "peak processes"),
+                  lambda value: f"{value:,.0f}"),
+    "failed": (lambda runs: _median(runs, lambda run: run.get("failed"), "failed"),
+               lambda value: f"{value:,.0f} failed"),
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number a page quotes: the median `metric` of one design's cell at one level of one scenario."""
+
+    name: str  # the snippet section: lower case, digits and dashes
+    scenario: str
+    design: str
+    level: float  # the concurrency, or the offered rate in an open-loop rate sweep
+    metric: str  # a key of METRICS
+
+    def cell_runs(self, records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+        record = records.get(self.scenario)
+        if record is None:
+            raise FigureError(f"figure {self.name!r}: no record results/{self.scenario}.json")
+        design = next((design for design in record["designs"] if design["name"] == self.design), None)
+        if design is None and (record.get("ceiling") or {}).get("name") == self.design:
+            design = record["ceiling"]
+        if design is None:
+            raise FigureError(f"figure {self.name!r}: results/{self.scenario}.json has no design {self.design!r}")
+        runs = cells_by_level(design["runs"], level_key(record)).get(self.level)
+        if not runs:
+            raise FigureError(f"figure {self.name!r}: {self.design!r} in results/{self.scenario}.json has no "
+                              f"successful run at level {self.level:g}")
+        return runs
+
+    def value(self, records: dict[str, dict[str, Any]]) -> str:
+        """The median with its unit, as the page prints it."""
+        if self.metric not in METRICS:
+            raise FigureError(f"figure {self.name!r}: unknown metric {self.metric!r} (known: {', '.join(METRICS)})")
+        read, show = METRICS[self.metric]
+        runs = self.cell_runs(records)
+        try:
+            return show(read(runs))
+        except KeyError as missing:
+            raise FigureError(f"figure {self.name!r}: the runs of {self.design!r} at level {self.level:g} in "
+                              f"results/{self.scenario}.json do not record {missing.args[0]}") from None
+
+
+def _figures(scenario: str, design: str, level: float, metrics: Sequence[str], prefix: str) -> list[Figure]:
+    return [Figure(f"{prefix}-{metric}", scenario, design, level, metric) for metric in metrics]
+
+
+# The figures the site's pages quote, by page topic. Names say scenario, design, level and metric.
+SITE_FIGURES: list[Figure] = [
+    # The hello-world sweep: a C server and a Python loop that tie (compare.md, which-model.md).
+    *_figures("sweep-hello", "epoll-loop", 50, ["rate", "cpu", "cpu-per-1000"], "hello-epoll-c50"),
+    *_figures("sweep-hello", "nginx", 50, ["rate", "cpu", "cpu-per-1000"], "hello-nginx-c50"),
+    *_figures("sweep-hello", "uvicorn", 1, ["rate"], "hello-uvicorn-c1"),
+    *_figures("sweep-hello", "asyncio-streams", 1, ["rate"], "hello-streams-c1"),
+    # The I/O sweep: 100 ms calls, every model, and the edge of a 1 s window.
+    *_figures("sweep-io", "epoll-loop", 1000, ["rate", "cpu", "window"], "io-epoll-c1000"),
+    *_figures("sweep-io", "nginx", 1000, ["rate", "cpu"], "io-nginx-c1000"),
+    *_figures("sweep-io", "uvicorn", 1000, ["rate", "p50", "p99", "cpu"], "io-uvicorn-c1000"),
+    *_figures("sweep-io", "asyncio-streams", 1000, ["rate", "p50", "p99", "cpu"], "io-streams-c1000"),
+    *_figures("sweep-io", "thread-per-connection", 1000, ["rate", "rss"], "io-threads-c1000"),
+    *_figures("sweep-io", "thread-per-connection", 1, ["rate", "complete", "duration", "p50"], "io-threads-c1"),
+    *_figures("sweep-io", "thread-per-connection", 10, ["rate", "complete"], "io-threads-c10"),
+    *_figures("sweep-io", "thread-pool-executor", 500, ["p50"], "io-pool-c500"),
+    *_figures("sweep-io", "prefork", 1000, ["rate", "rss", "processes"], "io-prefork-c1000"),
+    *_figures("sweep-io", "epoll-loop", 1000, ["rss"], "io-epoll-c1000"),
+    # Ten thousand clients.
+    *_figures("sweep-10k", "epoll-loop", 10000, ["rate", "cpu"], "tenk-epoll"),
+    *_figures("sweep-10k", "nginx", 10000, ["rate", "cpu"], "tenk-nginx"),
+    *_figures("sweep-10k", "asyncio-streams", 10000, ["rate"], "tenk-streams"),
+    *_figures("async-python-part-1", "threaded-echo", 10000, ["rate", "failed", "rss"], "echo-threads-c10000"),
+    *_figures("async-python-part-1", "asyncio-echo", 10000, ["rate", "failed", "rss"], "echo-asyncio-c10000"),
+    # CPU-bound work on two cores.
+    *_figures("cpu-bound", "thread-per-connection", 10, ["rate"], "cpu-threads-c10"),
+    *_figures("cpu-bound", "asyncio-streams", 10, ["rate"], "cpu-streams-c10"),
+    *_figures("cpu-bound", "process-pool", 10, ["rate"], "cpu-process-pool-c10"),
+    *_figures("cpu-bound", "prefork", 10, ["rate"], "cpu-prefork-c10"),
+    *_figures("cpu-bound", "sequential-sockets", 10, ["rate"], "cpu-sequential-c10"),
+    # A blocking call the loop cannot await (from-scratch).
+    *_figures("from-scratch", "selectors-blocking-sleep", 10, ["rate"], "scratch-blocking-sleep"),
+    *_figures("from-scratch", "asyncio-executor", 10, ["rate"], "scratch-executor"),
+    *_figures("from-scratch", "asyncio-streams", 10, ["rate"], "scratch-streams"),
+    *_figures("from-scratch", "thread-per-connection", 10, ["rate"], "scratch-threads"),
+    # Designing servers: straight and behind nginx.
+    *_figures("designing-servers", "thread-pool-executor", 50, ["rate", "cpu", "duration"], "designing-thread-pool"),
+    *_figures("designing-servers", "thread-per-connection", 50, ["rate"], "designing-threads"),
+    *_figures("designing-servers", "sequential-sockets", 50, ["cpu", "duration"], "designing-sequential"),
+    *_figures("designing-servers-behind-nginx", "thread-per-connection", 50, ["rate"], "proxied-threads"),
+    *_figures("designing-servers-behind-nginx", "thread-pool-executor", 50, ["rate"], "proxied-thread-pool"),
+    *_figures("designing-servers-behind-nginx", "sequential-sockets", 50, ["rate"], "proxied-sequential"),
+    *_figures("designing-servers-behind-nginx", "fork-per-connection", 50, ["rate"], "proxied-fork"),
+    # Open loop: a queue a closed-loop tool does not show.
+    *_figures("open-loop", "thread-pool-queue", 160, ["rate", "p50"], "open-pool-160"),
+    *_figures("open-loop", "thread-per-connection", 160, ["rate", "p50"], "open-threads-160"),
+    # The concurrency-models article: the careful and the naive sequential server.
+    *_figures("concurrency-models", "sequential-sockets", 8, ["rate", "cpu", "duration"], "models-sequential"),
+]
+
+
+def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] = tuple(SITE_FIGURES)) -> str:
+    """Every figure as a snippet section, in the order given; raises FigureError on the first that fails."""
+    names = [figure.name for figure in figures]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise FigureError(f"figure names used twice: {', '.join(repeated)}")
+    sections = []
+    for figure in figures:
+        source = f"results/{figure.scenario}.json, {figure.design}, level {figure.level:g}, {figure.metric}"
+        sections.append(f"<!-- {source} --8<-- [start:{figure.name}] -->\n{figure.value(records)}\n"
+                        f"<!-- --8<-- [end:{figure.name}] -->\n")
+    return "".join(sections)

@@ -1,0 +1,263 @@
+"""Repeatability: two consecutive complete runs of every scenario, compared cell by cell.
+
+Run A is results/<scenario>.json, run B results/rerun/<scenario>.json (the same
+format, written by a second complete run). A cell (a design at one level) is
+compared when both runs measured it; the two agree when B's median requests/s
+is within 10% of A's. A tool-bound cell (at 80% or more of the load tool's
+ceiling in either run) is shown but not counted: it measures the tool as much
+as the design, and the tool's own variation would be charged to the design.
+
+Records are compared only when both are full runs on the same machine (CPU
+model and count) with the same settings (the number of repetitions aside);
+otherwise the page says why not. Each record's commit and start time are shown,
+so a reader can see that the two runs were consecutive. Each scenario also gets
+the speed of every repetition (repetition_speeds), which tells a disturbed
+machine apart from a design that varies.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from harness.model.stats import interval_name
+from harness.render.cells import (
+    ceilings,
+    cells_by_level,
+    describe_level,
+    format_level,
+    format_rate,
+    level_header,
+    level_key,
+    rate_cells,
+    rate_medians,
+    tool_bound,
+)
+
+AGREEMENT = 0.10  # two runs agree on a cell when their medians differ by at most 10% of run A's
+
+
+@dataclass
+class Cell:
+    """One design at one level in both runs: medians (None if not measured) and whether it is tool-bound."""
+
+    design: str
+    level: float
+    first: float | None
+    second: float | None
+    tool_bound_in: list[str]  # "A", "B" or both: where the median was at 80%+ of the tool's ceiling
+
+    @property
+    def difference(self) -> float | None:
+        """|B − A| / A."""
+        if self.first is None or self.second is None or not self.first:
+            return None
+        return abs(self.second - self.first) / self.first
+
+    @property
+    def compared(self) -> bool:
+        return self.difference is not None and not self.tool_bound_in
+
+    @property
+    def agrees(self) -> bool:
+        difference = self.difference
+        return self.compared and difference is not None and difference <= AGREEMENT
+
+
+def medians(record: dict[str, Any]) -> dict[tuple[str, float], tuple[float, bool]]:
+    """(design, level) -> (median requests/s, tool-bound) for every measured cell."""
+    tool_ceilings = ceilings(record)
+    return {key: (median, tool_bound(median, tool_ceilings.get(key[1])))
+            for key, median in rate_medians(record).items()}
+
+
+def compare_cells(first: dict[str, Any], second: dict[str, Any]) -> list[Cell]:
+    """Every cell either run measured, in run A's design order, then run B's new designs."""
+    first_medians, second_medians = medians(first), medians(second)
+    order = [design["name"] for design in first["designs"]]
+    order += [design["name"] for design in second["designs"] if design["name"] not in order]
+    cells = []
+    for key in sorted(first_medians.keys() | second_medians.keys(), key=lambda key: (order.index(key[0]), key[1])):
+        (a, a_bound), (b, b_bound) = first_medians.get(key, (None, False)), second_medians.get(key, (None, False))
+        cells.append(Cell(key[0], key[1], a, b, [run for run, bound in (("A", a_bound), ("B", b_bound)) if bound]))
+    return cells
+
+
+def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """Why two records of a scenario cannot be compared; empty when they can."""
+    reasons = [f"run {name} is a {record['mode']} run" for name, record in (("A", first), ("B", second))
+               if record["mode"] != "full"]
+    machines = [(record["environment"]["cpu_model"], record["environment"]["cpu_count"]) for record in (first, second)]
+    if machines[0] != machines[1]:
+        reasons.append("different machines: " + " and ".join(f"{model}, {count} CPUs" for model, count in machines))
+    keys = sorted((first["settings"].keys() | second["settings"].keys()) - {"repeat"})
+    changed = [key for key in keys if first["settings"].get(key) != second["settings"].get(key)]
+    if changed:
+        reasons.append("different settings: " + ", ".join(
+            f"{key} {first['settings'].get(key)} then {second['settings'].get(key)}" for key in changed))
+    return reasons
+
+
+def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str, list[float]]:
+    """Run ("A"/"B") -> for each repetition, how fast it ran compared with the machine's usual.
+
+    A repetition's speed is the median, over every cell it measured, of its requests/s divided
+    by that cell's median over both runs' repetitions. A design that varies moves its own cells
+    only; a machine that slows down for a while moves every cell of the repetitions it touched,
+    and so this median.
+    """
+    per_cell: dict[tuple[str, float], list[tuple[str, int, float]]] = {}
+    for run_name, record in (("A", first), ("B", second)):
+        for design in record["designs"]:
+            for level, runs in cells_by_level(design["runs"], level_key(record)).items():
+                per_cell.setdefault((design["name"], level), []).extend(
+                    (run_name, run["repetition"], run["requests_per_second"]) for run in runs)
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for measured in per_cell.values():
+        if len(measured) < 2:
+            continue  # a cell measured once has no usual to compare with
+        usual = statistics.median(rate for _, _, rate in measured)
+        if not usual:
+            continue
+        for run_name, repetition, rate in measured:
+            ratios.setdefault((run_name, repetition), []).append(rate / usual)
+    speeds: dict[str, list[float]] = {}
+    for (run_name, _), values in sorted(ratios.items()):
+        speeds.setdefault(run_name, []).append(statistics.median(values))
+    return speeds
+
+
+def speeds_line(first: dict[str, Any], second: dict[str, Any]) -> str:
+    """One line: each repetition's speed in both runs, and a warning for those off by more than 10%."""
+    speeds = repetition_speeds(first, second)
+    if not any(len(values) > 1 for values in speeds.values()):
+        return ""
+    line = "; ".join(f"run {run_name} " + ", ".join(f"{speed:.2f}" for speed in values)
+                     for run_name, values in speeds.items())
+    off = []
+    for run_name, values in speeds.items():
+        # Judged as shown (whole percent), so a 90% on the page is never called "more than 10% off".
+        outliers = [f"{index + 1} ({speed:.0%})" for index, speed in enumerate(values)
+                    if abs(round(speed, 2) - 1) > AGREEMENT + 1e-9]
+        if outliers:
+            off.append(f"run {run_name}'s repetition{'s' if len(outliers) > 1 else ''} {', '.join(outliers)}")
+    warning = (f" ⚠ More than {AGREEMENT:.0%} off across their cells: {'; '.join(off)}. A disturbed machine "
+               "shows this way; look there before blaming a design." if off else "")
+    return (f"Speed of each repetition (the median over its cells of requests/s ÷ the cell's median over "
+            f"both runs): {line}.{warning}\n\n")
+
+
+def _when(record: dict[str, Any]) -> str:
+    environment = record["environment"]
+    dirty = " (uncommitted changes)" if environment.get("dirty") else ""
+    return (f"`{environment['commit'][:10]}`{dirty}, {record['started_utc']} – {record['finished_utc'][11:]}, "
+            f"{record['mode']}")
+
+
+def summary(cells: list[Cell]) -> str:
+    compared = [cell for cell in cells if cell.compared]
+    agreeing = sum(cell.agrees for cell in compared)
+    return f"{len(compared)} cells compared (not tool-bound), {agreeing} within {AGREEMENT:.0%}"
+
+
+def _note(cell: Cell) -> str:
+    notes = [f"not measured in {run} (failed)" for run, median in (("A", cell.first), ("B", cell.second))
+             if median is None]
+    if cell.tool_bound_in:
+        notes.append(f"tool-bound in {' and '.join(cell.tool_bound_in)}: not counted")
+    if cell.compared and not cell.agrees:
+        notes.append(f"⚠ outside {AGREEMENT:.0%}")
+    return "; ".join(notes) or "–"
+
+
+def _rate(median: float | None) -> str:
+    return "–" if median is None else format_rate(median)
+
+
+def cell_table(record: dict[str, Any], cells: list[Cell]) -> str:
+    head = (f"| Design | {level_header(record)} | Run A, req/s | Run B, req/s | \\|B−A\\|/A | Note |\n"
+            "|---|---|---|---|---|---|\n")
+    rows = [f"| `{cell.design}` | {format_level(record, cell.level)} | {_rate(cell.first)} | {_rate(cell.second)} | "
+            f"{'–' if cell.difference is None else f'{cell.difference:.1%}'} | {_note(cell)} |" for cell in cells]
+    return head + "\n".join(rows) + "\n"
+
+
+def _outside(record: dict[str, Any], cells: list[Cell]) -> str:
+    outside = [cell for cell in cells if cell.compared and not cell.agrees]
+    if not outside:
+        return ""
+    items = [f"- `{cell.design}` at {describe_level(record, cell.level)}: "
+             f"{format_rate(cell.first)} then {format_rate(cell.second)} req/s ({cell.difference:.1%} apart)"
+             for cell in outside]
+    return f"Outside {AGREEMENT:.0%}:\n\n" + "\n".join(items) + "\n\n"
+
+
+def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]],
+                       scenario_id: str, target: float) -> str:
+    """One scenario's two consecutive runs in a sentence: the largest difference, and who is outside `target`.
+
+    Unlike the page's 10% agreement, every measured cell counts here, tool-bound or not: the
+    sentence answers "would a second run show the same numbers?", whatever limited them.
+    """
+    first, second = first_run.get(scenario_id), second_run.get(scenario_id)
+    if first is None or second is None:
+        missing = " and ".join(where for where, record in (("results/", first), ("results/rerun/", second))
+                               if record is None)
+        return (f"*Not measured yet: no `{scenario_id}.json` in {missing}. Two consecutive runs "
+                f"(`python scripts/bench.py run --scenario {scenario_id}`, then the same with "
+                f"`--out results/rerun`) show whether the numbers repeat.*\n")
+    reasons = not_comparable(first, second)
+    if reasons:
+        return f"*The two runs of `{scenario_id}` cannot be compared: {'; '.join(reasons)}.*\n"
+    cells = [cell for cell in compare_cells(first, second) if cell.difference is not None]
+    if not cells:
+        return f"*No design of `{scenario_id}` was measured in both runs.*\n"
+    largest = max(cells, key=lambda cell: cell.difference or 0.0)
+    outside = [cell for cell in cells if (cell.difference or 0.0) > target]
+    verdict = (f"every one of the {len(cells)} servers within {target:.0%}" if not outside else
+               f"{len(outside)} of {len(cells)} servers more than {target:.0%} apart: "
+               + ", ".join(f"`{cell.design}` {format_rate(cell.first)} then {format_rate(cell.second)} "
+                           f"({cell.difference:.1%})" for cell in outside))
+    # The stricter "same within 5%" aside, does B land where A says its median lies?
+    intervals = rate_cells(first)
+    strays = [cell for cell in cells if not (intervals[(cell.design, cell.level)]["interval_low"] <= (cell.second or 0.0)
+                                             <= intervals[(cell.design, cell.level)]["interval_high"])]
+    widths = [intervals[(cell.design, cell.level)]["relative_interval"] for cell in cells]
+    landing = (f"Run A's medians are known to within their {interval_name(first['settings']['repeat'])}s (under "
+               f"\"Every column\"), {min(widths):.0%} to {max(widths):.0%} of the median wide; run B's median lies "
+               f"inside A's for {len(cells) - len(strays)} of {len(cells)} servers"
+               + (": not " + ", ".join(f"`{cell.design}`" for cell in strays) if strays else ""))
+    return (f"Two consecutive runs of `{scenario_id}` (A {_when(first)}; B {_when(second)}): the largest "
+            f"difference between a server's two medians is {largest.difference:.1%} (`{largest.design}`); "
+            f"{verdict}. {landing}.\n")
+
+
+def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]]) -> str:
+    """The comparison of every scenario recorded in both runs, with an overall count first."""
+    if not second_run:
+        return ("*Not measured yet: no second run is recorded in `results/rerun/`. `make bench` makes one after "
+                "the first (`python scripts/bench.py run --out results/rerun`: every scenario, in full), and "
+                "`python scripts/bench.py render` compares the two.*\n")
+    overview = ["| Scenario | Run A: `results/` | Run B: `results/rerun/` | Compared |", "|---|---|---|---|"]
+    sections, every_cell = [], []
+    for scenario_id in sorted(first_run.keys() & second_run.keys()):
+        first, second = first_run[scenario_id], second_run[scenario_id]
+        title = f"**{first['scenario']['title']}** (scenario `{scenario_id}`)"
+        reasons = not_comparable(first, second)
+        if reasons:
+            verdict = "not compared: " + "; ".join(reasons)
+            sections.append(f"{title}: {verdict}.\n")
+        else:
+            cells = compare_cells(first, second)
+            every_cell += cells
+            verdict = summary(cells)
+            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}"
+                            f"{cell_table(first, cells)}")
+        overview.append(f"| `{scenario_id}` | {_when(first)} | {_when(second)} | {verdict.replace('|', '/')} |")
+    missing = sorted(first_run.keys() - second_run.keys())
+    extra = sorted(second_run.keys() - first_run.keys())
+    notes = "".join(f"{text}: {', '.join(f'`{name}`' for name in names)}.\n\n"
+                    for text, names in (("No second run for", missing), ("Only in the second run", extra)) if names)
+    return (f"**Overall: {summary(every_cell)}.**\n\n" + "\n".join(overview) + "\n\n" + notes
+            + "\n".join(sections))

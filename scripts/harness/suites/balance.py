@@ -1,0 +1,84 @@
+"""How evenly N event-loop workers share connections: one inherited socket against one SO_REUSEPORT socket each.
+
+For each design of DESIGNS and each worker count of WORKER_COUNTS: start the design
+with `--workers N` on every CPU, load it with our closed-loop client (every request a
+new connection, CONCURRENCY at a time, for REQUESTS requests) pinned to the second
+CPU, stop it, and read the line each worker prints as it stops ("worker PID served
+N connections"). The record keeps every worker's count; multi_process_render.py
+renders it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.model.catalogue import Catalogue
+from harness.model.paths import REPO_ROOT
+from harness.model.records import (
+    MULTI_PROCESS_DIR_NAME,
+    RESULTS_DIR,
+    SCHEMA_VERSION,
+    SCRATCH_RESULTS_DIR,
+    write_json_atomic,
+)
+from harness.system import launcher, processes
+from harness.system.environment import describe_machine, utc_now
+
+DESIGNS = ["event-loop-workers", "event-loop-workers-reuseport"]
+WORKER_COUNTS = [2, 4]
+REQUESTS, QUICK_REQUESTS = 4000, 600
+CONCURRENCY = 50
+DELAY = 0.0  # hello world: the question is who accepts, not who waits
+HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
+WORKER_LINE = re.compile(r"worker (\d+) served (\d+) connections")
+RECORD_NAME = "balance.json"
+
+
+def served_per_worker(stdout: str) -> list[int]:
+    """Each worker's count from the lines workers print as they stop, largest first."""
+    return sorted((int(count) for _, count in WORKER_LINE.findall(stdout)), reverse=True)
+
+
+def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_dir: Path,
+            pinning: dict[str, str | None]) -> dict[str, Any]:
+    design = catalogue.design(name)
+    port = processes.free_port()
+    workdir = log_dir / f"{name}-{workers}"
+    workers_argument = ["--workers", str(workers)]
+    command = launcher.design_command(design, port, DELAY, workdir, extra_arguments=workers_argument)
+    load = [sys.executable, str(HTTP_LOAD), f"http://{processes.LOOPBACK}:{port}/", "--requests", str(requests),
+            "--concurrency", str(CONCURRENCY)]
+    print(f"  server: {' '.join(processes.pinned(command, pinning['server']))}\n"
+          f"  load:   {' '.join(processes.pinned(load, pinning['load']))}", flush=True)
+    with launcher.running_design(design, port, DELAY, workdir, cpu=pinning["server"],
+                                 extra_arguments=workers_argument) as server:
+        result = processes.run_tool(load, timeout=120, cpu=pinning["load"])
+    report = json.loads(result.stdout)
+    counts = served_per_worker(server.stdout_path.read_text(encoding="utf-8"))
+    return {"name": name, "title": design.title, "workers": workers, "server_command": command, "load_command": load,
+            "served": counts, "requests_ok": report["complete"], "failed": report["failed"],
+            "exit_code": server.exit_code}
+
+
+def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path:
+    pinning = processes.cpu_pinning(server_on_every_cpu=True)
+    started = utc_now()
+    requests = QUICK_REQUESTS if quick else REQUESTS
+    rows = []
+    for name in DESIGNS:
+        for workers in WORKER_COUNTS:
+            print(f"balance: {name}, {workers} workers", flush=True)
+            rows.append(measure(catalogue, name, workers, requests, launcher.LOG_DIR / "balance", pinning))
+            print(f"  served per worker: {rows[-1]['served']}", flush=True)
+    record = {"schema": SCHEMA_VERSION, "kind": "balance",
+              "scenario": {"id": "balance", "requests": requests, "concurrency": CONCURRENCY, "delay": DELAY,
+                           "quick": quick},
+              "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+              "started_utc": started, "finished_utc": utc_now(), "rows": rows}
+    path = (out_dir or (SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / MULTI_PROCESS_DIR_NAME / RECORD_NAME
+    write_json_atomic(path, record)
+    return path

@@ -1,0 +1,283 @@
+"""How fast can Python go: measure every optimisation step of the fastest design, and profile it.
+
+    python scripts/bench.py how-fast steps [--quick] [--repeat N] [--seconds S] [--reference NAME ...]
+    python scripts/bench.py how-fast profile [--quick] [--seconds S] [--rate HZ]
+
+`steps` rebuilds each step's server from servers/uvloop_protocol_keep_alive.py
+and the diffs in scripts/how_fast/ (model/how_fast_steps.py), and measures every step
+and the reference servers in one run, the same way: the server alone on CPU 0
+with no simulated call, checked with the HTTP contract, then wrk with 50
+keep-alive connections on CPU 1, the server's CPU time sampled meanwhile.
+Repetitions alternate the order of the rows. `profile` samples the fastest
+design with py-spy (native frames included) while wrk loads it, and keeps the
+collapsed stacks, wrk's numbers and the kernel's count of user and system time.
+
+A full run writes results/how-fast/steps.json or results/profiles/; --quick
+writes the same files under build/results/ (shorter runs, one repetition).
+`python scripts/bench.py render` turns them into the page's tables and flame graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.clients import probe, verify
+from harness.clients.tools import ToolMissingError, require_tool
+from harness.clients.tools.wrk import parse_run
+from harness.model import how_fast_steps
+from harness.model.catalogue import UnknownNameError, load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.system import launcher, processes
+from harness.system.environment import describe_machine, utc_now
+from harness.system.resources import CLOCK_TICKS, GroupSampler
+
+CONNECTIONS = 50
+DEFAULT_REFERENCES = ["nginx-keep-alive", "uvicorn-keep-alive", "granian-asgi"]  # the `peak` scenario's rivals
+FULL = {"seconds": 4, "repeat": 4}  # nine rows: about 4 minutes in all
+QUICK = {"seconds": 2, "repeat": 1}
+PROFILE_SECONDS = {"full": 15, "quick": 3}
+PROFILE_RATE_HZ = 250  # samples a second; py-spy unwinding native frames cannot keep up with 1,000
+WORK_DIR = REPO_ROOT / "build" / "how-fast"
+
+
+def results_root(quick: bool) -> Path:
+    return SCRATCH_RESULTS_DIR if quick else RESULTS_DIR
+
+
+def step_rows(work_dir: Path) -> list[dict[str, Any]]:
+    """One row per step: its server file written under work_dir, started as the fastest design's catalogue entry."""
+    fastest = load_catalogue().design(how_fast_steps.PROFILE_NAME)
+    rows = []
+    all_steps = how_fast_steps.steps()
+    for step in all_steps:
+        path = work_dir / f"step-{step.number}-{step.name}.py"
+        path.write_text(how_fast_steps.step_source(step, all_steps=all_steps), encoding="utf-8")
+        file = str(path.relative_to(REPO_ROOT))
+        design = dataclasses.replace(fastest, name=f"step-{step.number}", title=step.name.replace("-", " "), file=file)
+        rows.append({"name": design.name, "title": design.title, "step": step.number, "file": file, "design": design,
+                     "stop_signal": design.stop_signal.name})
+    return rows
+
+
+def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[dict[str, Any]]:
+    """The reference servers, started by their catalogue entries; a default one missing is left out with a note."""
+    catalogue = load_catalogue()
+    rows = []
+    for name in names:
+        try:
+            design = catalogue.design(name)
+        except UnknownNameError:
+            if explicit:
+                raise
+            print(f"note: reference {name!r} is not in the catalogue here; left out", file=sys.stderr)
+            continue
+        rows.append({"name": name, "title": design.title, "step": None, "design": design,
+                     "stop_signal": design.stop_signal.name})
+    return rows
+
+
+def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None], log_dir: Path) -> dict[str, Any]:
+    """Start the row's server, check its answer, prime it, run wrk once, stop it; the run's record."""
+    tool = require_tool("wrk")
+    port = processes.free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    design = row["design"]
+    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"]) as server:
+        row["server_command"] = server.command
+        problems = probe.verify_http(server.host, server.port)
+        if problems:
+            return {"error": "verification failed: " + "; ".join(problems), "stderr_tail": server.stderr_tail()}
+        verify.prime(server.host, server.port)
+        settings = {"time_limit": seconds, "keep_alive": True}
+        with GroupSampler(server.process.pid) as sampler:
+            run = tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings, log_dir / "wrk",
+                           pinning["load"])
+        run["server_resources"] = sampler.summary(run.get("complete") or 0)
+    run["server_exit_code"] = server.exit_code
+    if server.exit_code != 0 and not run.get("error"):
+        run["error"] = f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)"
+    return run
+
+
+def measure_steps(args: argparse.Namespace) -> Path:
+    """Measure every step and reference row, alternating their order; the path of the record written."""
+    settings = QUICK if args.quick else FULL
+    seconds, repeat = args.seconds or settings["seconds"], args.repeat or settings["repeat"]
+    tool = require_tool("wrk")
+    WORK_DIR.mkdir(parents=True, exist_ok=True)
+    references = reference_rows(args.reference or DEFAULT_REFERENCES, bool(args.reference), WORK_DIR)
+    rows = step_rows(WORK_DIR) + references
+    pinning = processes.cpu_pinning()
+    environment = describe_machine(pinning, {"wrk": tool.version()})
+    started = utc_now()
+    for row in rows:
+        row.setdefault("runs", [])
+        row.setdefault("problems", [])
+    for repetition in range(repeat):
+        order = rows if repetition % 2 == 0 else list(reversed(rows))
+        for row in order:
+            if row["problems"]:
+                continue  # it failed once: not measured again
+            print(f"[{repetition + 1}/{repeat}] {row['name']} ({row['title']})", file=sys.stderr, flush=True)
+            try:
+                run = measure_row(row, seconds, pinning, launcher.LOG_DIR / "how-fast" / row["name"] / f"repetition-{repetition}")
+            except processes.ServerStartError as error:
+                run = {"error": f"server did not start: {error.args[0].splitlines()[0]}"}
+            run["repetition"] = repetition
+            if run.get("error"):
+                row["problems"].append(run["error"])
+            else:
+                row["runs"].append(run)
+    relative_to = next((row["name"] for row in references if row["name"].startswith("nginx")), None)
+    record = {
+        "schema": 1,
+        "kind": "how-fast-steps",
+        "mode": "quick" if args.quick else "full",
+        "settings": {"connections": CONNECTIONS, "seconds": seconds, "repeat": repeat, "delay": 0.0,
+                     "keep_alive": True, "relative_to": relative_to},
+        "environment": environment,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "rows": [{key: value for key, value in row.items() if key != "design"} for row in rows],
+    }
+    path = results_root(args.quick) / how_fast_steps.STEPS_RECORD
+    write_json_atomic(path, record)
+    return path
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def normalise_stacks(raw: str) -> str:
+    """py-spy's raw output with line numbers dropped and equal stacks merged, sorted: one line per stack."""
+    merged: dict[str, int] = {}
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        frames, _, count = line.rpartition(" ")
+        cleaned = ";".join(_without_line(frame) for frame in frames.split(";"))
+        merged[cleaned] = merged.get(cleaned, 0) + int(count)
+    return "".join(f"{stack} {count}\n" for stack, count in sorted(merged.items()))
+
+
+def _without_line(frame: str) -> str:
+    """'name (file.py:123)' -> 'name (file.py)'; a bare address '0x7f.. (libc.so.6)' -> '[unknown] (libc.so.6)'."""
+    if frame.startswith("0x"):
+        return "[unknown]" + frame[frame.find(" ("):] if " (" in frame else "[unknown]"
+    if frame.endswith(")") and ":" in frame:
+        head, _, tail = frame.rpartition(":")
+        if tail[:-1].isdigit():
+            return head + ")"
+    return frame
+
+
+def measure_profile(args: argparse.Namespace) -> Path | None:
+    """Profile the fastest design under wrk; the path of the collapsed stacks (None: it answered wrongly)."""
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).exists():
+        raise ToolMissingError("py-spy is not installed: .venv/bin/pip install -r requirements.lock")
+    tool = require_tool("wrk")
+    seconds = args.seconds or PROFILE_SECONDS["quick" if args.quick else "full"]
+    pinning = processes.cpu_pinning()
+    port = processes.free_port()
+    log_dir = launcher.LOG_DIR / "how-fast" / "profile"
+    fastest = load_catalogue().design(how_fast_steps.PROFILE_NAME)
+    load_command = tool.command(f"http://{processes.LOOPBACK}:{port}/", CONNECTIONS,
+                                {"time_limit": seconds + 2, "keep_alive": True})
+    started = utc_now()
+    with launcher.running_design(fastest, port, 0.0, log_dir, cpu=pinning["server"]) as server:
+        server_command = server.command
+        problems = probe.verify_http(server.host, server.port)
+        if problems:
+            print("the design answered wrongly: " + "; ".join(problems), file=sys.stderr)
+            return None
+        # First without the profiler: its stops cost the server time, so the CPU per request is measured apart.
+        before = cpu_seconds(server.process.pid)
+        clean = processes.run_tool(processes.pinned(load_command, pinning["load"]), timeout=seconds + 40)
+        after = cpu_seconds(server.process.pid)
+        with tempfile.TemporaryDirectory() as scratch:
+            raw_path = Path(scratch) / "raw.txt"
+            profiler_command = [py_spy, "record", "--native", "--rate", str(args.rate), "--duration",
+                                str(seconds), "--format", "raw", "--output", str(raw_path), "--pid",
+                                str(server.process.pid)]
+            load = subprocess.Popen(processes.pinned(load_command, pinning["load"]), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            try:
+                time.sleep(1.0)  # wrk has connected and the server is busy before sampling starts
+                subprocess.run(processes.pinned(profiler_command, pinning["load"]), check=True, capture_output=True,
+                               timeout=seconds + 30)
+                load.wait(timeout=seconds + 30)
+            finally:
+                if load.poll() is None:
+                    os.killpg(load.pid, signal.SIGKILL)
+                    load.wait()
+            raw = raw_path.read_text(encoding="utf-8")
+    stdout = clean.stdout
+    wrk = parse_run(stdout)
+    version = subprocess.run([py_spy, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    meta = {
+        "schema": 1,
+        "kind": "profile",
+        "mode": "quick" if args.quick else "full",
+        "design": "uvloop-protocol-keep-alive",
+        "profiler": version,
+        "rate_hz": args.rate,
+        "seconds": seconds,
+        "connections": CONNECTIONS,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "environment": describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
+        "commands": {"server": server_command,
+                     "load": processes.pinned(load_command, pinning["load"]),
+                     "profiler": processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning["load"])},
+        "cpu": {"user_seconds": round(after[0] - before[0], 2), "system_seconds": round(after[1] - before[1], 2),
+                "note": "the server's own CPU time over a wrk run without the profiler, before the profiled one"},
+        "wrk": {key: wrk[key] for key in ("complete", "failed", "non_2xx", "duration_s", "requests_per_second")},
+    }
+    target = results_root(args.quick) / how_fast_steps.PROFILES_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    stacks_path = target / f"{how_fast_steps.PROFILE_NAME}.collapsed"
+    with tempfile.NamedTemporaryFile("w", dir=target, delete=False, encoding="utf-8") as handle:
+        handle.write(normalise_stacks(raw))
+    os.chmod(handle.name, 0o644)  # a record is for everyone to read (the temporary file was private)
+    os.replace(handle.name, stacks_path)
+    write_json_atomic(target / f"{how_fast_steps.PROFILE_NAME}.json", meta)
+    return stacks_path
+
+
+def positive_integer(text: str) -> int:
+    """An argparse type: 1 or more (bad input exits 2 with the argument's name)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`bench.py how-fast steps|profile`: the suite's command line."""
+    commands = parser.add_subparsers(dest="part", required=True)
+    steps = commands.add_parser("steps", help="measure every optimisation step and the reference servers")
+    steps.add_argument("--quick", action="store_true", help="short runs, one repetition, into build/results/")
+    steps.add_argument("--repeat", type=positive_integer, help="repetitions of every row")
+    steps.add_argument("--seconds", type=positive_integer, help="seconds of wrk per run")
+    steps.add_argument("--reference", action="append", help="a catalogue design to measure beside the steps "
+                       f"(default: {', '.join(DEFAULT_REFERENCES)}, those the catalogue has)")
+    profile = commands.add_parser("profile", help="sample the fastest design with py-spy under wrk")
+    profile.add_argument("--quick", action="store_true", help="a shorter profile, into build/results/")
+    profile.add_argument("--seconds", type=positive_integer, help="seconds of sampling")
+    profile.add_argument("--rate", type=positive_integer, default=PROFILE_RATE_HZ, help="samples per second")

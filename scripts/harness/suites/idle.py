@@ -1,0 +1,237 @@
+"""Hold many idle keep-alive connections to a design; measure its memory and one active client's latency.
+
+    python scripts/bench.py idle DESIGN [--connections 10000] [--hold 5] [--server-args "..."]
+                                        [--output build/idle-connections/DESIGN.json]
+
+Theory of operation: the design is started as the harness starts it (its own process
+group, the server pinned to the first CPU and this script to the second when there
+are two; see system/launcher.py), with --server-args appended to its command (for a design whose keep-alive
+timeout is shorter than the time it takes to open them all, e.g.
+`--server-args "--keep-alive-timeout 60"` for the hardened design). We then open the
+connections one after another, each asking for / once without Connection: close and
+reading the answer by its Content-Length: a connection whose answer does not say
+close is an idle keep-alive connection from then on. For --hold seconds we sample
+the RSS of the server's process group every 100 ms (system/resources.py) and time a
+probe client (a fresh connection, GET /, Connection: close) every 250 ms; at the end
+we count how many idle connections the server still holds. The record gives the
+RSS before and at its peak, the difference per connection held, and the probe's
+latencies; it is written atomically (by default under build/, never results/).
+
+Open files: each connection is a descriptor here and one in the server. This script
+raises its own soft limit to the hard limit and refuses (exit 2) a count the hard limit
+cannot hold; a design must raise its own (the hardened design does, at start).
+
+Exit codes: 0 a record was written; 2 bad input (unknown design, not an HTTP design,
+more connections than the open-files limit allows, bad --server-args); 1 the design
+failed to start or to answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shlex
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.clients import probe
+from harness.model.catalogue import Catalogue, UnknownNameError
+from harness.model.paths import REPO_ROOT
+from harness.model.records import write_json_atomic
+from harness.system import environment, launcher, processes
+from harness.system.resources import GroupSampler, sample_group
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+DEFAULT_OUTPUT_DIR = REPO_ROOT / "build" / "idle-connections"
+OWN_DESCRIPTORS = 64  # what this script needs besides the connections (stdio, the probe, /proc reads)
+PROBE_INTERVAL_SECONDS = 0.25
+CONNECT_TIMEOUT_SECONDS = 10.0
+MIB = 2**20
+
+
+class BadInputError(ValueError):
+    """Input the script refuses before starting anything (exit 2)."""
+
+
+def raise_own_open_files_limit(connections: int) -> int:
+    """Raise our soft limit to the hard limit; refuse a count that cannot fit under it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + OWN_DESCRIPTORS
+    if hard != resource.RLIM_INFINITY and hard < wanted:
+        raise BadInputError(f"{connections} connections need {wanted} open files here, but the hard limit is {hard}: "
+                            "raise it (ulimit -Hn, as root) or ask for fewer")
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def open_keep_alive_connection(host: str, port: int) -> tuple[socket.socket | None, str]:
+    """One connection that asked for / and got an answer that keeps it open; else None and why."""
+    conn = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS)
+    try:
+        conn.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode("ascii"))
+        reader = ResponseByLength(conn)
+        response = probe.parse_response(reader.next_response())
+    except (OSError, ValueError) as error:
+        conn.close()
+        return None, f"{type(error).__name__}: {error}"
+    if response.status != 200:
+        conn.close()
+        return None, f"status {response.status}"
+    if response.headers.get("connection", "").lower() == "close":
+        conn.close()
+        return None, "the answer said Connection: close"
+    conn.setblocking(False)
+    return conn, ""
+
+
+class ResponseByLength:
+    """Read one answer framed by its Content-Length (the connection stays open after it)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buffer = conn, bytearray()
+
+    def fill(self) -> None:
+        chunk = self.conn.recv(65536)
+        if not chunk:
+            raise ValueError(f"the server closed the connection after {len(self.buffer)} bytes")
+        self.buffer += chunk
+
+    def next_response(self) -> bytes:
+        while b"\r\n\r\n" not in self.buffer:
+            self.fill()
+        head_end = self.buffer.index(b"\r\n\r\n") + 4
+        length = probe.parse_response(bytes(self.buffer[:head_end])).headers.get("content-length", "")
+        if not length.isdigit():
+            raise ValueError("no Content-Length: the answer can only end with the connection")
+        while len(self.buffer) < head_end + int(length):
+            self.fill()
+        return bytes(self.buffer[:head_end + int(length)])
+
+
+def still_open(conn: socket.socket) -> bool:
+    """True while the server has neither closed nor reset an idle connection."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def timed_probe(host: str, port: int) -> float | None:
+    """Milliseconds for one fresh GET / (Connection: close) to be answered; None if it failed."""
+    started = time.monotonic()
+    try:
+        response = probe.get(host, port, timeout=5)
+    except (OSError, ValueError):
+        return None
+    return (time.monotonic() - started) * 1000 if response.status == 200 else None
+
+
+def summary_ms(latencies: list[float]) -> dict[str, float | None]:
+    if not latencies:
+        return {"median_ms": None, "max_ms": None}
+    return {"median_ms": round(statistics.median(latencies), 2), "max_ms": round(max(latencies), 2)}
+
+
+def measure(catalogue: Catalogue, design_name: str, connections: int, hold: float, server_args: list[str],
+            log_dir: Path) -> dict[str, Any]:
+    """Start the design, open the connections, hold them while sampling; return the record."""
+    design = catalogue.design(design_name)
+    if design.kind != "http":
+        raise BadInputError(f"design {design_name!r} is a {design.kind} design, not an HTTP one")
+    raise_own_open_files_limit(connections)
+    pinning = processes.cpu_pinning()
+    port = processes.free_port()
+    command = launcher.design_command(design, port, 0.0, log_dir, extra_arguments=server_args)
+    held: list[socket.socket] = []
+    refused: dict[str, int] = {}
+    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"],
+                                 extra_arguments=server_args) as server:
+        baseline = sample_group(server.process.pid)
+        opening_started = time.monotonic()
+        try:
+            for _ in range(connections):
+                try:
+                    conn, why = open_keep_alive_connection(server.host, server.port)
+                except OSError as error:
+                    conn, why = None, f"connect: {error.strerror or error}"
+                if conn is None:
+                    refused[why] = refused.get(why, 0) + 1
+                else:
+                    held.append(conn)
+            opening_seconds = time.monotonic() - opening_started
+            latencies: list[float] = []
+            failed_probes = 0
+            with GroupSampler(server.process.pid) as sampler:
+                hold_until = time.monotonic() + hold
+                while time.monotonic() < hold_until:
+                    latency = timed_probe(server.host, server.port)
+                    if latency is None:
+                        failed_probes += 1
+                    else:
+                        latencies.append(latency)
+                    time.sleep(PROBE_INTERVAL_SECONDS)
+            open_at_end = sum(still_open(conn) for conn in held)
+        finally:
+            for conn in held:
+                conn.close()
+        alive = server.alive()
+    extra_mib = (sampler.peak_rss - baseline.rss_bytes) / MIB
+    return {
+        "design": design.name,
+        "server_command": command,
+        "connections_asked": connections,
+        "connections_kept_alive": len(held),
+        "connections_refused": refused,  # why each that did not stay open did not, and how many
+        "connections_open_after_hold": open_at_end,
+        "opening_seconds": round(opening_seconds, 2),
+        "hold_seconds": hold,
+        "baseline_rss_mib": round(baseline.rss_bytes / MIB, 1),
+        "peak_rss_mib": round(sampler.peak_rss / MIB, 1),
+        "kib_per_connection": round(extra_mib * 1024 / len(held), 2) if held else None,
+        "probe": {"requests": len(latencies), "failed": failed_probes, **summary_ms(latencies)},
+        "server_alive_after": alive,
+        "server_exit_code": server.exit_code,  # after its graceful stop: 0 expected
+        "measured_at": environment.utc_now(),
+        "environment": environment.describe_machine(pinning, {}),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`bench.py idle`: the suite's command line."""
+    parser.add_argument("design")
+    parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--hold", type=float, default=5.0, help="seconds to hold them idle while sampling")
+    parser.add_argument("--server-args", default="", help="extra arguments for the design's command, one string")
+    parser.add_argument("--output", type=Path, help="the record (default build/idle-connections/DESIGN.json)")
+
+
+def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Measure, write the record atomically, print its summary; the exit code (see the module's header)."""
+    try:
+        if args.connections < 1 or args.hold <= 0:
+            raise BadInputError("--connections must be at least 1 and --hold more than 0")
+        server_args = shlex.split(args.server_args)
+        output = (args.output or DEFAULT_OUTPUT_DIR / f"{args.design}.json").resolve()
+        # The server's logs and config go under build/ whatever --output says: never beside a record in results/.
+        record = measure(catalogue, args.design, args.connections, args.hold, server_args,
+                         DEFAULT_OUTPUT_DIR / f"{args.design}-logs")
+    except (BadInputError, UnknownNameError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except processes.ServerStartError as error:
+        print(f"error: the design did not start: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    write_json_atomic(output, record)
+    shown = ("design", "connections_kept_alive", "connections_open_after_hold", "baseline_rss_mib", "peak_rss_mib",
+             "kib_per_connection", "probe")
+    print(json.dumps({key: record[key] for key in shown}))
+    print(f"record: {output}")
+    return EXIT_OK

@@ -1,0 +1,249 @@
+"""Zero downtime, measured: restart a server several times under steady load and record every request.
+
+For each target of scripts/catalogue/restart/restart.toml: start the design (pinned
+like every measurement), start our open-loop client (scripts/http_load.py, pinned to
+the other CPU) at a fixed rate with a timeline of every request, and at fixed moments
+restart the server: either send the signal its documentation names for a graceful
+restart to the process the harness started, or, the naive way, stop it (its graceful
+stop) and start it again. When the load ends the server is stopped, and the record
+keeps, per target: every failed request (when it was due, what went wrong: connect =
+refused, read = reset or closed early, ...), the restart moments on the client's clock,
+and the timeline folded into BIN_SECONDS bins (requests due, ok, failed, median and
+worst latency) so the record stays small.
+
+Known limits: one run per target (a picture of a run, like the timeline scenario);
+the moments are the harness's, taken on the same CLOCK_MONOTONIC as the client's
+(both processes read it through time.perf_counter on Linux).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError
+from harness.model.paths import REPO_ROOT
+from harness.model.records import (
+    MULTI_PROCESS_DIR_NAME,
+    RESULTS_DIR,
+    SCHEMA_VERSION,
+    SCRATCH_RESULTS_DIR,
+    write_json_atomic,
+)
+from harness.system import launcher, processes
+from harness.system.environment import describe_machine, utc_now
+
+PLAN_PATH = CATALOGUE_DIR / "restart" / "restart.toml"
+HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
+BIN_SECONDS = 0.25
+METHODS = {"signal", "stop-start"}
+_PLAN_KEYS = {"id", "title", "rate", "seconds", "delay", "restarts", "first_restart", "every", "quick", "target"}
+_TARGET_KEYS = {"design", "method", "signal", "source"}
+
+
+class RestartPlanError(ValueError):
+    """The restart scenario's file is wrong: bad input (exit 2), the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Target:
+    design: str
+    method: str
+    signal: str | None
+    source: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.design} ({self.signal})" if self.method == "signal" else f"{self.design} (stop, then start)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    id: str
+    title: str
+    rate: float
+    seconds: float
+    delay: float
+    restarts: int
+    first_restart: float
+    every: float
+    targets: list[Target] = field(default_factory=list)
+
+    def moments(self) -> list[float]:
+        """Seconds into the load at which each restart is started."""
+        return [self.first_restart + index * self.every for index in range(self.restarts)]
+
+
+def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue | None = None) -> Plan:
+    """Read and check the plan: unknown keys, unknown designs, a method without its signal are errors."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise RestartPlanError(f"{path}: {error}") from error
+    unknown = sorted(set(data) - _PLAN_KEYS) + sorted(set(data.get("quick", {})) - (_PLAN_KEYS - {"quick", "target"}))
+    if unknown:
+        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_PLAN_KEYS))}")
+    targets = []
+    for entry in data.get("target", []):
+        extra = sorted(set(entry) - _TARGET_KEYS)
+        if extra:
+            raise RestartPlanError(f"{path}: unknown key(s) {', '.join(extra)} in a [[target]]; "
+                                   f"known: {', '.join(sorted(_TARGET_KEYS))}")
+        if entry.get("method") not in METHODS:
+            raise RestartPlanError(f"{path}: target {entry.get('design')!r}: method must be one of {sorted(METHODS)}")
+        if entry["method"] == "signal" and not hasattr(signal.Signals, str(entry.get("signal"))):
+            raise RestartPlanError(f"{path}: target {entry['design']!r}: method signal needs a signal name, "
+                                   f"got {entry.get('signal')!r}")
+        if catalogue is not None and entry["design"] not in catalogue.designs:
+            raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
+        targets.append(Target(entry["design"], entry["method"], entry.get("signal"), entry.get("source", "")))
+    settings = {key: data[key] for key in ("rate", "seconds", "delay", "restarts", "first_restart", "every")}
+    if quick:
+        settings.update(data.get("quick", {}))
+    plan = Plan(id=data["id"], title=data["title"], targets=targets, **settings)
+    if plan.moments() and plan.moments()[-1] >= plan.seconds:
+        raise RestartPlanError(f"{path}: the last restart ({plan.moments()[-1]:g} s) is not inside the load "
+                               f"({plan.seconds:g} s)")
+    return plan
+
+
+def load_command(port: int, plan: Plan, timeline: Path) -> list[str]:
+    """Our open-loop client: rate x seconds requests on schedule, every one on the timeline."""
+    return [sys.executable, str(HTTP_LOAD), f"http://{processes.LOOPBACK}:{port}/", "--rate", f"{plan.rate:g}",
+            "--requests", str(round(plan.rate * plan.seconds)), "--timeout", f"{plan.seconds + 30:g}",
+            "--timeline", str(timeline)]
+
+
+@contextlib.contextmanager
+def started_client(command: list[str], cpu: str | None, log_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """The load client in its own process group; always stopped."""
+    with open(log_dir / "client.stderr", "w", encoding="utf-8") as stderr:
+        client = subprocess.Popen(processes.pinned(command, cpu), stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield client
+    finally:
+        if client.poll() is None:
+            processes.stop_process_group(client, grace=1.0)  # type: ignore[arg-type]
+
+
+def fold(timeline: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
+    """Requests by the BIN_SECONDS bin they were due in: due, ok, failed, p50 and max latency (ms) of the ok."""
+    bins: list[dict[str, Any]] = []
+    count = int(seconds / BIN_SECONDS) + 1
+    by_bin: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+    for entry in timeline:
+        by_bin[min(int(entry["intended_start"] / BIN_SECONDS), count - 1)].append(entry)
+    for index, entries in enumerate(by_bin):
+        latencies = [(entry["end"] - entry["intended_start"]) * 1000 for entry in entries if entry["result"] == "ok"]
+        bins.append({"t": round(index * BIN_SECONDS, 3), "due": len(entries), "ok": len(latencies),
+                     "failed": len(entries) - len(latencies),
+                     "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
+                     "max_ms": round(max(latencies), 2) if latencies else None})
+    return bins
+
+
+def restart_server(target: Target, stack: contextlib.ExitStack, server: processes.RunningServer,
+                   start: Any) -> processes.RunningServer:
+    """Restart the way the target says; return the server now running (a new one for stop-start)."""
+    if target.method == "signal":
+        os.kill(server.process.pid, signal.Signals[target.signal])  # type: ignore[index]
+        return server
+    stack.close()  # the server's graceful stop, then its group is gone
+    return stack.enter_context(start())
+
+
+def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, log_dir: Path,
+                   pinning: dict[str, str | None]) -> dict[str, Any]:
+    """One target: start it, load it, restart it at each moment, stop it; the row of the record."""
+    design = catalogue.design(target.design)
+    workdir = log_dir / f"{design.name}-{target.method}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = launcher.design_command(design, port, plan.delay, workdir)
+    timeline_path = workdir / "timeline.json"
+    client_command = load_command(port, plan, timeline_path)
+    print(f"  server: {' '.join(processes.pinned(command, pinning['server']))}", flush=True)
+    print(f"  load:   {' '.join(processes.pinned(client_command, pinning['load']))}", flush=True)
+
+    def start() -> contextlib.AbstractContextManager[processes.RunningServer]:
+        return launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"])
+
+    restarts: list[dict[str, float]] = []
+    server_alive = True
+    with contextlib.ExitStack() as stack:
+        server = stack.enter_context(start())
+        with started_client(client_command, pinning["load"], workdir) as client:
+            began = time.perf_counter()
+            for moment in plan.moments():
+                time.sleep(max(0.0, began + moment - time.perf_counter()))
+                at = time.perf_counter()
+                server = restart_server(target, stack, server, start)
+                restarts.append({"at_s": round(at - began, 3), "took_s": round(time.perf_counter() - at, 3)})
+            stdout, _ = client.communicate(timeout=plan.seconds + 40)
+        server_alive = server.alive()
+    report = json.loads(stdout)
+    timeline = json.loads(timeline_path.read_text(encoding="utf-8"))
+    # Place the restarts on the client's clock: both read CLOCK_MONOTONIC; the client reports its start.
+    offset = began - report["clock_start_s"]
+    for restart in restarts:
+        restart["at_s"] = round(restart["at_s"] + offset, 3)
+    failures = [{"t": round(entry["intended_start"], 3), "result": entry["result"]}
+                for entry in timeline if entry["result"] != "ok"]
+    return {"name": design.name, "title": design.title, "method": target.method, "signal": target.signal,
+            "label": target.label, "source": target.source, "server_command": command,
+            "load_command": client_command, "restarts": restarts, "report": report, "failures": failures,
+            "bins": fold(timeline, plan.seconds), "alive_at_end": server_alive, "exit_code": server.exit_code,
+            "stderr_tail": server.stderr_tail()[-800:]}
+
+
+def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
+                out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
+    """Every target (or those of the named designs); write the record; return its path and the problems.
+
+    Failed requests are the measurement (the naive restart is expected to lose some), not a problem;
+    a problem is a target whose server would not start, or whose client ran out of time.
+    """
+    plan = load_plan(plan_path, quick=quick, catalogue=catalogue)
+    targets = [target for target in plan.targets if not design_names or target.design in design_names]
+    if design_names:
+        for name in design_names:
+            catalogue.design(name)  # unknown name: UnknownNameError, exit 2
+    pinning = processes.cpu_pinning()
+    started = utc_now()
+    log_dir = launcher.LOG_DIR / "restart"
+    rows = []
+    for target in targets:
+        print(f"{plan.id}: {target.label}", flush=True)
+        port = processes.free_port()
+        try:
+            rows.append(measure_target(catalogue, plan, target, port, log_dir, pinning))
+        except processes.ServerStartError as error:  # recorded, and the run goes on to the next target
+            print(f"  server failed: {error}", file=sys.stderr, flush=True)
+            rows.append({"name": target.design, "method": target.method, "signal": target.signal,
+                         "label": target.label, "source": target.source, "error": str(error)})
+            continue
+        print(f"  {rows[-1]['report']['failed']} failed of {rows[-1]['report']['requests']}", flush=True)
+    record = {
+        "schema": SCHEMA_VERSION, "kind": "restart",
+        "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
+                     "delay": plan.delay, "restarts": plan.restarts, "every": plan.every, "moments": plan.moments(),
+                     "bin_seconds": BIN_SECONDS, "quick": quick},
+        "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+        "started_utc": started, "finished_utc": utc_now(), "targets": rows,
+    }
+    default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
+    path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
+    write_json_atomic(path, record)
+    return path, sum(1 for row in rows if "report" not in row or row["report"]["timed_out"])
+

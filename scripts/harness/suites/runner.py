@@ -1,0 +1,206 @@
+"""Measure a scenario: for each design, start it, verify it, load it, stop it, record.
+
+Order of a cell: start the server (pinned to one CPU) -> wait until it listens ->
+verify its answer (a wrong answer is recorded as failed, never measured) -> prime
+it with a few requests -> warm it up (the scenario's `warm_up`: the same load for a
+few seconds, not counted) -> run the load tool (pinned to the other CPU) -> check it
+is still alive -> stop it (SIGTERM to the process group) and record its exit code.
+Repetitions alternate the order of designs, so slow drift of the machine does not
+always favour the same design. The scenario's record is written once, atomically,
+after the last cell: an interrupted run leaves the previous record untouched.
+
+Starting a design is launcher.py's job, ports and TIME_WAIT are ports.py's, the
+plan and the progress lines plan.py's, the checks before measuring verify.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.clients import pipelining as pipelining_check
+from harness.clients import verify
+from harness.clients.tools import require_tool
+from harness.model.catalogue import Catalogue, Design, Scenario
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
+from harness.suites import plan
+from harness.system import launcher, ports, processes
+from harness.system.environment import describe_machine, utc_now
+from harness.system.resources import GroupSampler
+
+
+@dataclass
+class DesignOutcome:
+    """What one design did across the whole scenario."""
+
+    design: Design
+    status: str = "ok"
+    problems: list[str] = field(default_factory=list)
+    stderr_tail: str = ""
+    server_exit_codes: list[int | None] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    verified: dict[str, Any] = field(default_factory=dict)  # what the checks before measuring proved
+
+    def fail(self, problem: str, stderr_tail: str = "", status: str = "failed") -> None:
+        """Record a failure ("failed"), or a refusal ("refused": it cannot do what the scenario asks)."""
+        self.status = status
+        self.problems.append(problem)
+        self.stderr_tail = stderr_tail or self.stderr_tail
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.design.name, "title": self.design.title, "model": self.design.model,
+                "reproduces": self.design.reproduces, "status": self.status, "problems": self.problems,
+                "verified": self.verified, "stderr_tail": self.stderr_tail,
+                "server_exit_codes": self.server_exit_codes, "runs": self.runs}
+
+
+def announce(role: str, command: list[str]) -> None:
+    """Print a command line as it runs (as vmbench does), so any cell can be re-run by hand."""
+    print(f"    {role}: {shlex.join(command)}", file=sys.stderr, flush=True)
+
+
+def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+                load_cpu: str | None) -> dict[str, Any] | None:
+    """The scenario's `warm_up`: the same load for that many seconds, not counted; what ran and its rate."""
+    seconds = settings.get("warm_up")
+    if not seconds:
+        return None
+    warm_settings = {**settings, "time_limit": seconds}
+    announce("warm-up", processes.pinned(tool.command(url, concurrency, warm_settings, workdir / "warm-up"), load_cpu))
+    run = tool.run(url, concurrency, warm_settings, workdir / "warm-up", load_cpu)
+    return {"seconds": seconds, "command": processes.pinned(run["command"], load_cpu) if run.get("command") else None,
+            "requests_per_second": run.get("requests_per_second"), "failed": run.get("failed"),
+            "error": run.get("error")}
+
+
+def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
+                        tool: Any, pinning: dict[str, str | None], progress: plan.Progress) -> None:
+    """Start one design, verify it, run every concurrency level once, stop it."""
+    design = outcome.design
+    keep_alive, pipelining = bool(settings.get("keep_alive")), bool(settings.get("pipelining"))
+    refused = verify.refusal(design, f"scenario {scenario.id!r}", keep_alive, pipelining)
+    if refused:  # its catalogue entry says it cannot: not even started
+        outcome.fail(refused, status="refused")
+        return
+    port = ports.run_port("server", design)
+    log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
+    try:
+        with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
+                                     work=settings.get("work", 0), python=settings.get("python")) as server, \
+                contextlib.ExitStack() as front:
+            commands = {"server_command": server.command}
+            target = server
+            if settings.get("proxy"):
+                target = front.enter_context(launcher.reverse_proxy(settings["proxy"], server.port, log_dir,
+                                                                    pinning["server"]))
+                commands["proxy_command"] = target.command
+            if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
+                target = front.enter_context(launcher.delayed_path(target.port, settings["network_delay_ms"],
+                                                                   log_dir, pinning["load"]))
+                commands["delay_proxy_command"] = target.command
+            verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
+                                         tool.keep_alive_version or "HTTP/1.1")
+            if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
+                verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
+            if verification.problems:
+                outcome.fail("; ".join(verification.problems) if verification.refused
+                             else "verification failed: " + "; ".join(verification.problems),
+                             server.stderr_tail(), status="refused" if verification.refused else "failed")
+                return
+            outcome.verified = verification.proven
+            url = f"http://{target.host}:{target.port}/"
+            for label, concurrency, overrides in plan.levels(settings):
+                level_settings = {**settings, **overrides}
+                # Before every level, not once: a tool stopped by a time limit can leave requests queued
+                # at a sequential server, which would otherwise be served during the next level.
+                if design.kind in verify.HTTP_KINDS:
+                    verify.prime(target.host, target.port, keep_alive)
+                progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
+                workdir = log_dir / label.replace("=", "")
+                for role in ("server", "proxy", "delay_proxy"):  # under every cell's line: each cell can be re-run from its own
+                    if f"{role}_command" in commands:
+                        announce(role, commands[f"{role}_command"])
+                warm_up = warm_up_run(tool, url, concurrency, level_settings, workdir, pinning["load"])
+                announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
+                                                  pinning["load"]))
+                time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
+                with GroupSampler(server.process.pid) as sampler:
+                    run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
+                overflows_after = ports.time_wait_overflows()
+                run.setdefault("requests_requested", level_settings["requests"])  # an adapter may know better
+                # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
+                run.update(commands, load_command=processes.pinned(run["command"], pinning["load"])
+                           if run.get("command") else None)
+                run.update(repetition=repetition, warm_up=warm_up, time_wait_before=time_wait_before,
+                           time_wait_overflows=None if None in (overflows_before, overflows_after)
+                           else overflows_after - overflows_before,
+                           time_limit=level_settings.get("time_limit"),
+                           server_resources=sampler.summary(run.get("complete") or 0))
+                outcome.runs.append(run)
+                if not server.alive():
+                    outcome.fail(f"server died during the run (exit code {server.process.returncode})",
+                                 server.stderr_tail())
+                    return
+                if run.get("error"):
+                    outcome.fail(f"load tool failed at c={concurrency}: {run['error']}", server.stderr_tail())
+                    return
+        outcome.server_exit_codes.append(server.exit_code)
+        if server.exit_code != 0:
+            outcome.fail(f"server exited with code {server.exit_code} on {design.stop_signal.name} (expected 0)",
+                         server.stderr_tail())
+    except processes.ServerStartError as error:
+        outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
+    except launcher.InterpreterMissingError as error:  # recorded like a server that cannot start; the run goes on
+        outcome.fail(str(error))
+
+
+def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
+                 repeat: int | None, out_dir: Path | None,
+                 progress: plan.Progress | None = None) -> tuple[Path, dict[str, Any]]:
+    """Run every cell of a scenario and write its record; returns the path and the record."""
+    settings = plan.scenario_settings(scenario, quick, repeat)
+    designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
+    tool = require_tool(scenario.tool)
+    pinning = processes.cpu_pinning(server_on_every_cpu=settings.get("server_cpus") == "all")
+    environment = describe_machine(pinning, {tool.name: tool.version()})
+    outcomes = {design.name: DesignOutcome(design) for design in designs}
+    ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
+    progress = progress or plan.Progress(plan.plan_cells(settings, designs, ceiling is not None))
+    started = utc_now()
+    if ceiling is not None:
+        # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
+        measure_design_once(ceiling, scenario, {**settings, "delay": 0.0, "work": 0}, 0, tool, pinning, progress)
+    for repetition in range(settings["repeat"]):
+        order = designs if repetition % 2 == 0 else list(reversed(designs))
+        for design in order:
+            outcome = outcomes[design.name]
+            if outcome.status != "ok":
+                progress.skip(len(plan.levels(settings)))  # skipped cells still count as done
+                continue
+            if not quick:  # a quick run trades this care for time
+                ports.wait_for_time_wait_drain()
+            cells_before = progress.done
+            measure_design_once(outcome, scenario, plan.design_settings(settings, design), repetition, tool, pinning,
+                                progress)
+            # A design that failed part-way leaves the rest of its levels unrun: count them as done.
+            progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
+    record = {
+        "schema": SCHEMA_VERSION,
+        "scenario": scenario.to_json(),
+        "mode": "quick" if quick else "full",
+        "settings": settings,
+        "environment": environment,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "designs": [outcomes[design.name].to_json() for design in designs],
+        "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
+    }
+    complete_run = not quick and design_names is None and repeat is None
+    target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)
+    path = results_path(scenario.id, target_dir)
+    write_json_atomic(path, record)
+    return path, record
