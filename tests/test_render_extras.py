@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -205,27 +206,31 @@ def test_cells_are_compared_by_relative_difference_and_tool_bound_ones_left_out(
     assert cells["prefork"].second == pytest.approx(first_prefork * 1.25)
     assert cells["prefork"].difference == pytest.approx(0.25)
     assert cells["sequential-sockets"].difference == 0 and cells["sequential-sockets"].agrees
-    assert cells["thread-pool-queue"].difference == pytest.approx(0.05) and cells["thread-pool-queue"].agrees
+    # 5% apart, yet outside the min–max of A's five repetitions: A's own runs say B is not where A put it.
+    assert cells["thread-pool-queue"].difference == pytest.approx(0.05) and not cells["thread-pool-queue"].agrees
     assert cells["epoll-loop"].tool_bound_in == ["A", "B"] and not cells["epoll-loop"].compared
-    assert repeatability.summary(list(cells.values())) == "3 cells compared (not tool-bound), 2 within 10%"
+    assert repeatability.summary(list(cells.values())) == (
+        "3 cells compared (not tool-bound, three repetitions or more), 1 with run B's median inside run A's interval")
 
 
 def test_the_repeatability_page_counts_lists_and_refuses_what_it_cannot_compare(
         two_runs: tuple[Path, Any, Any]) -> None:
     results, _, _ = two_runs
     page = repeatability.repeatability_page(load_records(results), load_records(rerun_dir(results)))
-    assert page.startswith("**Overall: 3 cells compared (not tool-bound), 2 within 10%.**")
+    counted = ("3 cells compared (not tool-bound, three repetitions or more), 1 with run B's median inside run A's "
+               "interval")
+    assert page.startswith(f"**Overall: {counted}.**")
     assert ("| `concurrency-models` | `dbf8699fc4`, 2026-11-22T12:31:37Z – 12:36:00Z, full | "
-            "`dbf8699fc4`, 2026-11-22T14:31:37Z – 14:36:00Z, full | 3 cells compared (not tool-bound), "
-            "2 within 10% |") in page
+            f"`dbf8699fc4`, 2026-11-22T14:31:37Z – 14:36:00Z, full | {counted} |") in page
     assert "not compared: different machines: AMD EPYC, 2 CPUs and AMD EPYC, 4 CPUs" in page
-    assert "- `prefork` at c=8: 9,843 then 12,304 req/s (25.0% apart)" in page
-    assert "| `prefork` | 8 | 9,843 | 12,304 | 25.0% | ⚠ outside 10% |" in page
+    outside = next(line for line in page.splitlines() if line.startswith("- `prefork` at c=8: 9,843 ("))
+    assert outside.endswith(") then 12,304 req/s (25.0% apart)")
+    assert "| `prefork` | 8 | 9,843 | 12,304 | 25.0% | ⚠ B outside A's interval |" in page
     assert "| `epoll-loop` | 8 | 14,723 | 22,085 | 50.0% | tool-bound in A and B: not counted |" in page
 
 
 def test_a_quick_or_failed_second_run_is_said_so() -> None:
-    first, second = fixture("concurrency-models"), fixture("concurrency-models")
+    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
     second["mode"] = "quick"
     assert repeatability.not_comparable(first, second) == ["run B is a quick run"]
 
@@ -258,6 +263,42 @@ def test_one_scenarios_agreement_names_the_largest_difference_and_who_is_outside
         first_run, second_run, "peak", 0.05)
 
 
+def consecutive_repeat(record: dict[str, Any]) -> dict[str, Any]:
+    """The same record as run B, started a minute after run A finished."""
+    finished = datetime.fromisoformat(record["finished_utc"].replace("Z", "+00:00"))
+    duration = finished - datetime.fromisoformat(record["started_utc"].replace("Z", "+00:00"))
+    started = finished + timedelta(minutes=1)
+    record["started_utc"] = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    record["finished_utc"] = (started + duration).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return record
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda b: b["environment"].update(commit="0123456789abcdef"), "different commits: dbf8699 then 0123456"),
+    (lambda b: b["environment"].update(dirty=True), "a run with uncommitted changes"),
+    (lambda b: b["environment"].update(kernel="6.1.0-other"), "different kernels: "),
+    (lambda b: b.update(started_utc="2026-11-20T10:00:00Z"), "run B started (2026-11-20T10:00:00Z) before run A"),
+    (lambda b: b.update(started_utc="2026-11-24T10:00:00Z"), "h after run A finished (consecutive runs are at most"),
+])
+def test_only_two_consecutive_runs_of_one_commit_on_one_kernel_are_a_repeat_pair(change, reason) -> None:
+    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
+    assert repeatability.not_comparable(first, second) == []  # the true repeat pair is compared
+    change(second)
+    reasons = repeatability.not_comparable(first, second)
+    assert any(reason in text for text in reasons), reasons
+    page = repeatability.repeatability_page({"concurrency-models": first}, {"concurrency-models": second})
+    assert page.startswith("**Overall: 0 cells compared") and "not compared: " in page
+
+
+def test_a_cell_of_one_repetition_has_no_interval_and_is_not_counted() -> None:
+    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
+    for design in first["designs"]:
+        design["runs"] = design["runs"][:1]
+    cells = repeatability.compare_cells(first, second)
+    assert all(cell.interval is None and not cell.compared for cell in cells)
+    assert "fewer than 3 repetitions in A: no interval, not counted" in repeatability.cell_table(first, cells)
+
+
 def test_without_a_second_run_the_page_says_so(tmp_path: Path) -> None:
     write_record(tmp_path / "results", fixture("async-101"))
     files = site.expected_files(tmp_path / "results", tmp_path / "generated")
@@ -274,11 +315,12 @@ def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) 
     assert tmp_path / "generated-plots" / "open-loop-open-loop-latency.svg" in written
     assert site.stale_files(results, generated) == []
 
-    write_record(rerun_dir(results), fixture("sweep-io"))
+    write_record(rerun_dir(results), consecutive_repeat(fixture("sweep-io")))
     assert site.stale_files(results, generated) == [f"stale: {generated / 'repeatability.md'}"]
     site.write_all(results, generated)
-    # The same record twice: every cell (3 designs × 3 levels) agrees exactly.
-    assert "9 cells compared (not tool-bound), 9 within 10%" in (generated / "repeatability.md").read_text()
+    # The same numbers twice: every cell (3 designs × 3 levels) agrees exactly.
+    assert ("9 cells compared (not tool-bound, three repetitions or more), 9 with run B's median inside run A's "
+            "interval") in (generated / "repeatability.md").read_text()
 
     grown = fixture("sweep-io")
     for run in grown["designs"][0]["runs"][2:6:3]:  # two of the three repetitions at c=1000: the median moves

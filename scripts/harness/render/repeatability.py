@@ -3,14 +3,20 @@
 Run A is results/<scenario>.json, run B results/rerun/<scenario>.json (the same
 format, written by a second complete run). A cell (a design at one level) is
 compared when both runs measured it; the two agree when B's median requests/s
-is within 10% of A's. A tool-bound cell (at 80% or more of the load tool's
-ceiling in either run) is shown but not counted: it measures the tool as much
-as the design, and the tool's own variation would be charged to the design.
+lies inside the interval run A's repetitions give its median (stats.median_interval:
+min–max for five, 96% for fifteen), the interval every table already shows under
+"Every column". A fixed threshold (10%, 5%) between two runs asks more than this
+2-CPU machine resolves for some cells and less for others; A's own interval says
+what A knew. |B − A| / A is still shown. A tool-bound cell (at 80% or more of the
+load tool's ceiling in either run) is shown but not counted: it measures the tool
+as much as the design, and the tool's own variation would be charged to the design.
 
-Records are compared only when both are full runs on the same machine (CPU
-model and count) with the same settings (the number of repetitions aside);
-otherwise the page says why not. Each record's commit and start time are shown,
-so a reader can see that the two runs were consecutive. Each scenario also gets
+Records are compared only when they are a repeat pair: two consecutive runs of
+one commit (a clean tree) on one kernel and machine, full runs with the same
+settings (the number of repetitions aside), B started after A finished and within
+CONSECUTIVE_HOURS of it. Anything else is not compared, and the page says why:
+two runs days apart on different kernels measure the machine's history, not
+whether a result repeats. Each record's commit and start time are shown. Each scenario also gets
 the speed of every repetition (repetition_speeds), which tells a disturbed
 machine apart from a design that varies.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from harness.model.stats import interval_name
@@ -35,7 +42,9 @@ from harness.render.cells import (
     tool_bound,
 )
 
-AGREEMENT = 0.10  # two runs agree on a cell when their medians differ by at most 10% of run A's
+AGREEMENT = 0.10  # a repetition's speed more than 10% off 1.00 is flagged (speeds_line)
+MIN_REPETITIONS_FOR_AN_INTERVAL = 3
+CONSECUTIVE_HOURS = 6  # a whole `make bench` (run A, then run B) takes under three hours here
 
 
 @dataclass
@@ -47,6 +56,7 @@ class Cell:
     first: float | None
     second: float | None
     tool_bound_in: list[str]  # "A", "B" or both: where the median was at 80%+ of the tool's ceiling
+    interval: tuple[float, float] | None = None  # run A's interval for its median (None: A did not measure it)
 
     @property
     def difference(self) -> float | None:
@@ -57,12 +67,13 @@ class Cell:
 
     @property
     def compared(self) -> bool:
-        return self.difference is not None and not self.tool_bound_in
+        return self.difference is not None and not self.tool_bound_in and self.interval is not None
 
     @property
     def agrees(self) -> bool:
-        difference = self.difference
-        return self.compared and difference is not None and difference <= AGREEMENT
+        """B's median inside the interval A's repetitions give A's median."""
+        return (self.compared and self.interval is not None and self.second is not None
+                and self.interval[0] <= self.second <= self.interval[1])
 
 
 def medians(record: dict[str, Any]) -> dict[tuple[str, float], tuple[float, bool]]:
@@ -75,12 +86,18 @@ def medians(record: dict[str, Any]) -> dict[tuple[str, float], tuple[float, bool
 def compare_cells(first: dict[str, Any], second: dict[str, Any]) -> list[Cell]:
     """Every cell either run measured, in run A's design order, then run B's new designs."""
     first_medians, second_medians = medians(first), medians(second)
+    # A cell's interval needs three repetitions or more: one value (or two) bounds nothing.
+    counts = {(design["name"], level): len(runs) for design in first["designs"]
+              for level, runs in cells_by_level(design["runs"], level_key(first)).items()}
+    intervals = {key: (cell["interval_low"], cell["interval_high"]) for key, cell in rate_cells(first).items()
+                 if counts.get(key, 0) >= MIN_REPETITIONS_FOR_AN_INTERVAL}
     order = [design["name"] for design in first["designs"]]
     order += [design["name"] for design in second["designs"] if design["name"] not in order]
     cells = []
     for key in sorted(first_medians.keys() | second_medians.keys(), key=lambda key: (order.index(key[0]), key[1])):
         (a, a_bound), (b, b_bound) = first_medians.get(key, (None, False)), second_medians.get(key, (None, False))
-        cells.append(Cell(key[0], key[1], a, b, [run for run, bound in (("A", a_bound), ("B", b_bound)) if bound]))
+        cells.append(Cell(key[0], key[1], a, b, [run for run, bound in (("A", a_bound), ("B", b_bound)) if bound],
+                          intervals.get(key)))
     return cells
 
 
@@ -91,11 +108,33 @@ def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
     machines = [(record["environment"]["cpu_model"], record["environment"]["cpu_count"]) for record in (first, second)]
     if machines[0] != machines[1]:
         reasons.append("different machines: " + " and ".join(f"{model}, {count} CPUs" for model, count in machines))
+    reasons += not_a_repeat_pair(first, second)
     keys = sorted((first["settings"].keys() | second["settings"].keys()) - {"repeat"})
     changed = [key for key in keys if first["settings"].get(key) != second["settings"].get(key)]
     if changed:
         reasons.append("different settings: " + ", ".join(
             f"{key} {first['settings'].get(key)} then {second['settings'].get(key)}" for key in changed))
+    return reasons
+
+
+def not_a_repeat_pair(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+    """Why run B is not the consecutive repeat of run A: another commit, a dirty tree, another kernel, B
+    started before A finished or long after it. Empty for a true repeat pair."""
+    environments = first["environment"], second["environment"]
+    reasons = []
+    if environments[0]["commit"] != environments[1]["commit"]:
+        reasons.append(f"different commits: {environments[0]['commit'][:7]} then {environments[1]['commit'][:7]}")
+    if any(environment.get("dirty") for environment in environments):
+        reasons.append("a run with uncommitted changes")
+    if environments[0].get("kernel") != environments[1].get("kernel"):
+        reasons.append(f"different kernels: {environments[0].get('kernel')} then {environments[1].get('kernel')}")
+    a_finished = datetime.fromisoformat(first["finished_utc"].replace("Z", "+00:00"))
+    b_started = datetime.fromisoformat(second["started_utc"].replace("Z", "+00:00"))
+    if b_started < a_finished:
+        reasons.append(f"run B started ({second['started_utc']}) before run A finished ({first['finished_utc']})")
+    elif b_started - a_finished > timedelta(hours=CONSECUTIVE_HOURS):
+        reasons.append(f"run B started {(b_started - a_finished).total_seconds() / 3600:.0f} h after run A finished "
+                       f"(consecutive runs are at most {CONSECUTIVE_HOURS} h apart)")
     return reasons
 
 
@@ -158,7 +197,8 @@ def _when(record: dict[str, Any]) -> str:
 def summary(cells: list[Cell]) -> str:
     compared = [cell for cell in cells if cell.compared]
     agreeing = sum(cell.agrees for cell in compared)
-    return f"{len(compared)} cells compared (not tool-bound), {agreeing} within {AGREEMENT:.0%}"
+    return (f"{len(compared)} cells compared (not tool-bound, three repetitions or more), {agreeing} with run B's "
+            "median inside run A's interval")
 
 
 def _note(cell: Cell) -> str:
@@ -166,8 +206,10 @@ def _note(cell: Cell) -> str:
              if median is None]
     if cell.tool_bound_in:
         notes.append(f"tool-bound in {' and '.join(cell.tool_bound_in)}: not counted")
+    elif cell.difference is not None and cell.interval is None:
+        notes.append(f"fewer than {MIN_REPETITIONS_FOR_AN_INTERVAL} repetitions in A: no interval, not counted")
     if cell.compared and not cell.agrees:
-        notes.append(f"⚠ outside {AGREEMENT:.0%}")
+        notes.append("⚠ B outside A's interval")
     return "; ".join(notes) or "–"
 
 
@@ -187,10 +229,10 @@ def _outside(record: dict[str, Any], cells: list[Cell]) -> str:
     outside = [cell for cell in cells if cell.compared and not cell.agrees]
     if not outside:
         return ""
-    items = [f"- `{cell.design}` at {describe_level(record, cell.level)}: "
-             f"{format_rate(cell.first)} then {format_rate(cell.second)} req/s ({cell.difference:.1%} apart)"
-             for cell in outside]
-    return f"Outside {AGREEMENT:.0%}:\n\n" + "\n".join(items) + "\n\n"
+    items = [f"- `{cell.design}` at {describe_level(record, cell.level)}: {format_rate(cell.first)} "
+             f"({format_rate(cell.interval[0])}–{format_rate(cell.interval[1])}) then {format_rate(cell.second)} "
+             f"req/s ({cell.difference:.1%} apart)" for cell in outside if cell.interval]
+    return "Run B's median outside run A's interval:\n\n" + "\n".join(items) + "\n\n"
 
 
 def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]],
