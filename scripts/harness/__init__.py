@@ -1,9 +1,20 @@
-"""The benchmark harness behind scripts/bench.py.
+"""The benchmark harness behind scripts/bench.py, in five layers; imports point down only.
 
-Theory of operation: the catalogue (scripts/catalogue.toml) names designs and
-scenarios as data. `runner` starts a design in its own process group, verifies
-that it answers correctly, drives a load tool against it, and stops it whatever
-happens. Each scenario's records go to results/<scenario>.json in one atomic
-write. `render` turns records into the Markdown tables the pages include; it
-never measures, and the runner never formats tables.
+    bench.py            the one entry point: every subcommand (list, serve, check, run, restart,
+       │                balance, hostile, how-fast, idle, render) and its exit codes
+       ├──────────────┐
+    suites/        render/     suites measure and write records (plan, measure, record);
+       │              │        render turns records into the site's files and never measures
+    clients/          │        probes, verification, the load tools' adapters (clients/tools/)
+       │              │
+    system/           │        processes and their groups, ports, CPU pinning, samples of a
+       │              │        process group, the one launcher of designs (system/launcher.py)
+    model/ ◄──────────┘        the catalogue (scripts/catalogue/*.toml), settings, records, statistics
+
+Theory of operation: the catalogue names designs and scenarios as data. A suite starts a
+design through the launcher (its own process group, stopped as the design declares whatever
+happens), verifies that it answers correctly, drives a load tool against it, and writes its
+record to results/ in one atomic write. render/site.py's registry (RENDERERS) turns records into
+the Markdown tables and plots the pages include; `render --check` fails on a stale file.
+tests/test_layers.py keeps the layers, the one launcher and the registry as drawn here.
 """
