@@ -32,9 +32,13 @@ def records(record: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
 
 def test_a_figure_is_the_median_of_its_cell_with_its_unit() -> None:
     # epoll-loop at c=1,000: 7,885.6, 7,112.1, 7,596.9 req/s; 1.0, 0.88, 0.97 CPU s; 15.2, 15.3, 15.1 MiB.
-    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rate").value(records()) == "7,597 req/s"
-    assert Figure("a", "sweep-io", "epoll-loop", 1000, "cpu").value(records()) == "0.97 CPU-seconds"
-    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rss").value(records()) == "15.2 MiB"
+    # That cell is flagged (7,112–7,886 is 10.2% of 7,597), so every figure from it carries the flag.
+    flagged = {"allow_flagged": True}
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rate", **flagged).value(records()) == "7,597 req/s ⚠ spread 10%"
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "cpu", **flagged).value(records()) == (
+        "0.97 CPU-seconds ⚠ spread 10%")
+    assert Figure("a", "sweep-io", "epoll-loop", 1000, "rss", **flagged).value(records()) == "15.2 MiB ⚠ spread 10%"
+    assert Figure("a", "sweep-io", "epoll-loop", 100, "rate").value(records()) == "947.3 req/s"
     # prefork at c=100: p50 1,012.5, 1,009.7, 1,010.1 ms; under a second one decimal is kept.
     assert Figure("a", "sweep-io", "prefork", 100, "p50").value(records()) == "1,010 ms"
     assert Figure("a", "sweep-io", "prefork", 1, "p50").value(records()) == "100.5 ms"
@@ -42,7 +46,7 @@ def test_a_figure_is_the_median_of_its_cell_with_its_unit() -> None:
 
 
 def test_a_figure_changes_when_its_record_changes() -> None:
-    figure = Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate")
+    figure = Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate", allow_flagged=True)
     before = figures_page(records(), [figure])
     changed = sweep()
     for run in changed["designs"][2]["runs"]:
@@ -91,7 +95,7 @@ def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
     results, generated = tmp_path / "results", tmp_path / "generated"
     results.mkdir()
     (results / "sweep-io.json").write_text(json.dumps(sweep()), encoding="utf-8")
-    figures = [Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate")]
+    figures = [Figure("epoll-rate", "sweep-io", "epoll-loop", 1000, "rate", allow_flagged=True)]
     for path, content in site.expected_files(results, generated, figures=figures).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
@@ -104,6 +108,52 @@ def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
     stale = [path for path, content in expected.items() if path.read_text(encoding="utf-8") != content]
     assert generated / "figures.md" in stale
     assert "7,886 req/s" in expected[generated / "figures.md"]
+
+
+def with_ceiling(rate: float) -> dict[str, dict[str, Any]]:
+    """The fixture with a load-tool ceiling measured at c=100, three runs at `rate` req/s."""
+    record = sweep()
+    record["ceiling"] = {"name": "tool-ceiling", "runs": [
+        {**run, "requests_per_second": rate} for run in record["designs"][0]["runs"] if run["concurrency"] == 100]}
+    return records(record)
+
+
+def test_a_flagged_cell_renders_with_the_flag_its_table_cell_shows() -> None:
+    # thread-per-connection at c=100: 948.2 req/s against a ceiling of 1,000 is 95% of it.
+    rate = Figure("rate", "sweep-io", "thread-per-connection", 100, "rate", allow_flagged=True)
+    p50 = Figure("p50", "sweep-io", "thread-per-connection", 100, "p50", allow_flagged=True)
+    page = figures_page(with_ceiling(1000.0), [rate, p50])
+    assert "\n948.2 req/s ⚠ tool-bound (95%)\n" in page
+    assert re.search(r"\n[0-9.,]+ ms ⚠ tool-bound \(95%\)\n", page)
+    # The flag is the table's own text, not a second wording of it.
+    record = with_ceiling(1000.0)["sweep-io"]
+    row = next(row for row in site.design_rows(record, record["designs"][0], with_name=False) if "| 100 |" in row)
+    assert "**948.2** ⚠ tool-bound (95%)" in row
+    # The same cell under a ceiling it is far from has no flag, and needs no allowance.
+    assert Figure("rate", "sweep-io", "thread-per-connection", 100, "rate").value(with_ceiling(5000.0)) == "948.2 req/s"
+    # The ceiling's own cell is never tool-bound against itself.
+    assert Figure("tool", "sweep-io", "tool-ceiling", 100, "rate").value(with_ceiling(1000.0)) == "1,000 req/s"
+
+
+@pytest.mark.parametrize(("figure", "flag"), [
+    (Figure("spread", "sweep-io", "epoll-loop", 1000, "rate"), "⚠ spread 10%"),
+    (Figure("spread-cpu", "sweep-io", "epoll-loop", 1000, "cpu"), "⚠ spread 10%"),
+    (Figure("tool", "sweep-io", "thread-per-connection", 100, "rate"), "⚠ tool-bound (95%)"),
+], ids=["spread", "spread-other-metric", "tool-bound"])
+def test_a_flagged_cell_without_the_allowance_is_refused_naming_the_figure_and_the_flag(figure: Figure,
+                                                                                      flag: str) -> None:
+    with pytest.raises(FigureError, match=re.escape(flag)) as raised:
+        figures_page(with_ceiling(1000.0), [figure])
+    assert repr(figure.name) in str(raised.value) and "allow_flagged" in str(raised.value)
+
+
+def test_every_site_figure_from_a_flagged_cell_shows_its_flag_in_the_generated_page() -> None:
+    """What the pages include: a line with ⚠ for every allowed figure whose cell is flagged today."""
+    page = (REPO_ROOT / "docs" / "_generated" / "figures.md").read_text(encoding="utf-8")
+    values = dict(re.findall(r"\[start:([a-z0-9-]+)\] -->\n(.*)\n", page))
+    for figure in SITE_FIGURES:
+        if not figure.allow_flagged:
+            assert "⚠" not in values[figure.name], f"{figure.name} is flagged without allow_flagged"
 
 
 def test_every_site_figure_is_quoted_by_a_page_and_every_quote_names_a_figure() -> None:
