@@ -13,6 +13,7 @@ declare -A package_for=(
   [nc]=netcat-openbsd  # the pages send hand-made requests with nc
   [npm]=npm            # fetches the site's pinned mermaid bundle (scripts/install_site_assets.sh)
   [chromium]=chromium  # the browser tests (tests/test_browser.py) drive it through Playwright
+  [valgrind]=valgrind  # callgrind counts instructions per request (bench.py instructions)
 )
 missing=()
 for command in "${!package_for[@]}"; do
