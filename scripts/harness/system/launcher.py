@@ -108,18 +108,21 @@ def design_command(design: Design, port: int, delay: float, workdir: Path, work:
 @contextlib.contextmanager
 def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: str | None = None,
                    work: int = 0, python: str | None = None, extra_arguments: Sequence[str] = (),
-                   wrapper: Sequence[str] = ()) -> Iterator[processes.RunningServer]:
+                   wrapper: Sequence[str] = (), ready_timeout: float = processes.READY_TIMEOUT_SECONDS,
+                   stop_grace: float = processes.STOP_GRACE_SECONDS) -> Iterator[processes.RunningServer]:
     """A design listening on 127.0.0.1:port, started from the repository root; stopped as it declares on exit.
 
     extra_arguments follow the design's command (`--workers 4`); wrapper precedes it (`prlimit
     --nofile=64:64 --`). The yielded server's `command` is the exact command line started (taskset
-    included when pinned).
+    included when pinned). A wrapper that slows the design down (valgrind: about 50 times) needs a
+    longer ready_timeout and stop_grace.
     """
     command = design_command(design, port, delay, workdir, work=work, python=python,
                              extra_arguments=extra_arguments, wrapper=wrapper)
     with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT,
                                   stop_signal=design.stop_signal,
-                                  signal_whole_group=not design.stop_main_process_only) as server:
+                                  signal_whole_group=not design.stop_main_process_only,
+                                  ready_timeout=ready_timeout, stop_grace=stop_grace) as server:
         yield server
 
 

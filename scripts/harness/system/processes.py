@@ -147,9 +147,13 @@ class RunningServer:
 @contextlib.contextmanager
 def running_server(command: Sequence[str], port: int, log_dir: Path, host: str = LOOPBACK,
                    cpu: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None,
-                   stop_signal: signal.Signals = signal.SIGTERM,
-                   signal_whole_group: bool = True) -> Iterator[RunningServer]:
-    """Start a server, wait until it listens, yield it, and always stop its whole group."""
+                   stop_signal: signal.Signals = signal.SIGTERM, signal_whole_group: bool = True,
+                   ready_timeout: float = READY_TIMEOUT_SECONDS,
+                   stop_grace: float = STOP_GRACE_SECONDS) -> Iterator[RunningServer]:
+    """Start a server, wait until it listens, yield it, and always stop its whole group.
+
+    ready_timeout and stop_grace are for a server that starts and stops slowly on purpose (under valgrind).
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = log_dir / "server.stdout", log_dir / "server.stderr"
     started = pinned(command, cpu)
@@ -158,10 +162,11 @@ def running_server(command: Sequence[str], port: int, log_dir: Path, host: str =
                                    start_new_session=True, env=env, cwd=cwd)
     server = RunningServer(process, host, port, stdout_path, stderr_path, started)
     try:
-        wait_until_listening(process, port, stderr_path, host)
+        wait_until_listening(process, port, stderr_path, host, timeout=ready_timeout)
         yield server
     finally:
-        server.exit_code = stop_process_group(process, stop_signal=stop_signal, whole_group=signal_whole_group)
+        server.exit_code = stop_process_group(process, grace=stop_grace, stop_signal=stop_signal,
+                                              whole_group=signal_whole_group)
 
 
 def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,
