@@ -14,7 +14,7 @@ responses are built once a second and reused.
 Grows from: asyncio_echo.py (the same asyncio.Protocol, deadlines and sweep;
 a timer in place of its task, and many requests per connection in place of one
 line). uvloop_protocol_keep_alive.py is this file run on uvloop (a test keeps
-the two identical but for uvloop's lines).
+the two files' code identical but for uvloop's lines).
 
 Run:   python servers/asyncio_protocol_keep_alive.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/   or   ab -k -n 1000 -c 10 http://127.0.0.1:8000/

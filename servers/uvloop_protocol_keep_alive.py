@@ -1,4 +1,4 @@
-"""asyncio Protocol with keep-alive: one event loop, callbacks, many requests per connection, answered in order.
+"""The asyncio Protocol with keep-alive, on uvloop: one event loop (libuv, in C), many requests per connection.
 
 The model: the event loop calls an asyncio.Protocol when bytes arrive; the
 protocol cuts every complete request head out of its buffer, however the bytes
@@ -11,12 +11,12 @@ HTTP/1.0 when the client asks for it with `Connection: keep-alive`, as `ab -k`
 does), until the client says `Connection: close`, half-closes, or stays idle
 for KEEP_ALIVE_TIMEOUT. The Date header changes once a second, so whole
 responses are built once a second and reused.
-Grows from: asyncio_echo.py (the same asyncio.Protocol, deadlines and sweep;
-a timer in place of its task, and many requests per connection in place of one
-line). uvloop_protocol_keep_alive.py is this file run on uvloop (a test keeps
-the two identical but for uvloop's lines).
+Grows from: asyncio_echo.py, by way of asyncio_protocol_keep_alive.py: this is
+that file run on uvloop's event loop in place of asyncio's (uvloop.run for
+asyncio.run). A test keeps the two files' code identical but for uvloop's lines;
+only the docstrings differ.
 
-Run:   python servers/asyncio_protocol_keep_alive.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
+Run:   python servers/uvloop_protocol_keep_alive.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/   or   ab -k -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: one thread for everything, so a blocking call (or
