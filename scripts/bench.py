@@ -186,9 +186,11 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
         for problem in problems:
             print(problem, file=sys.stderr)
         if problems:
-            print("Tables are out of date with results/: run `python scripts/bench.py render`", file=sys.stderr)
+            print("Generated files are out of date with results/ (or servers/README.md with the catalogue, "
+                  "the nav and the pages): run `python scripts/bench.py render`", file=sys.stderr)
             return EXIT_FAILED
-        print(f"All tables match results/ ({len(load_records())} scenario records).")
+        print(f"All tables match results/ ({len(load_records())} scenario records), "
+              "and servers/README.md the catalogue, the nav and the pages.")
         return EXIT_OK
     for path in site.write_all():
         print(f"wrote {path.relative_to(REPO_ROOT)}")
