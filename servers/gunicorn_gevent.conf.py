@@ -30,7 +30,6 @@ workers = 1  # one process: all the concurrency comes from greenlets
 worker_class = "gevent"
 worker_connections = 1000  # greenlets (connections) one worker holds at once; more wait in the backlog
 keepalive = 0  # close after every response, as every design here does ("Connection: close")
-backlog = 128  # pending connections the kernel queues for us, as in the article
 graceful_timeout = 5  # on SIGTERM, how long requests in flight may take to finish
 timeout = 30  # a worker whose event loop stalls this long is killed and replaced
 limit_request_fields = 32  # header lines per request ...

@@ -31,7 +31,6 @@ worker_class = "gthread"
 threads = 16  # requests whose application runs at once, as thread_pool_executor.py's 16 threads
 worker_connections = 1000  # connections the worker holds at once (in the poller or in a thread)
 keepalive = 5  # seconds an idle connection waits for its next request (gunicorn's default is 2)
-backlog = 128  # pending connections the kernel queues for us, as in the article
 graceful_timeout = 5  # on SIGTERM, how long requests in flight may take to finish
 timeout = 30  # a worker silent for this long is killed and replaced by the arbiter
 limit_request_fields = 32  # header lines per request ...

@@ -27,7 +27,6 @@ chdir = os.path.dirname(os.path.abspath(__file__))  # servers/: gunicorn moves t
 bind = ["127.0.0.1:8000"]  # loopback only, as in every design here
 workers = 1  # one process, one request at a time: the article's single-CPU setting
 worker_class = "sync"
-backlog = 128  # pending connections the kernel queues for us, as in the article
 graceful_timeout = 5  # on SIGTERM, how long a request in flight may take to finish
 timeout = 30  # a worker silent for this long is killed and replaced by the arbiter
 limit_request_fields = 32  # header lines per request ...

@@ -43,7 +43,6 @@ from wsgi_app import make_app  # servers/ is on sys.path when this file runs
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
-BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10  # a client that goes quiet cannot hold a connection forever
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
@@ -154,7 +153,6 @@ def main() -> None:
         host=args.host,
         port=args.port,
         threads=THREADS,
-        backlog=BACKLOG,
         max_request_header_size=MAX_HEAD_BYTES,
         channel_timeout=CLIENT_TIMEOUT,
         cleanup_interval=CLIENT_TIMEOUT,  # how often idle connections are looked for (default 30 s)
