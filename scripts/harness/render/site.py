@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
+from harness.model.disclosed_settings import load_real_servers
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.model.stats import interval_name, spread
@@ -43,6 +44,7 @@ from harness.render.cells import (
     summarise_cell,
     tool_bound,
 )
+from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files
 from harness.render.memory import memory_page
@@ -497,6 +499,13 @@ def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
     return idle_tables.idle_files(inputs.generated_dir, HEADER, inputs.results_dir)
 
 
+def disclosed_settings_files(inputs: RenderInput) -> dict[Path, str]:
+    """real-server-settings.md: every setting we give a real server that is not its default, and why."""
+    return {inputs.generated_dir / "real-server-settings.md":
+            HEADER.format(source="scripts/catalogue/real-servers/settings.toml")
+            + disclosed_settings_page(load_real_servers())}
+
+
 def free_threaded_files(inputs: RenderInput) -> dict[Path, str]:
     """free-threaded.md, always there (the cpu-bound page includes it): the table once a runner's records exist."""
     return {inputs.generated_dir / "free-threaded.md": HEADER.format(source="results/free-threaded/")
@@ -518,6 +527,7 @@ RENDERERS: list[Renderer] = [
     python_versions_page_files,
     idle_page_files,
     free_threaded_files,
+    disclosed_settings_files,
 ]
 
 
