@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Standalone on purpose: no harness import. tests/test_standalone_copies.py keeps its copied helpers exact.
 """Echo load client: open N connections at once, send one sentence on each, check every reply.
 
     python scripts/echo_client.py --port 8000 --connections 1000
@@ -44,6 +45,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,13 @@ HOST = "127.0.0.1"
 PORT = 8000
 SENTENCE = "many clients at once, and every one of them gets an answer"
 TIMEOUT = 60.0  # seconds for the whole run; whatever is unfinished then counts as "timeout"
-FILES_MARGIN = 32  # descriptors beyond one per connection: stdio, the event loop's own, imports
+FILES_MARGIN = 32  # descriptors beyond one per socket: stdio, the event loop's own, imports
 READ_LIMIT = 64 * 1024 + 1024  # the longest reply line we accept (the servers cap lines at 64 KiB)
 EXIT_OK, EXIT_WRONG, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class OpenFilesLimitError(ValueError):
+    """The hard open-files limit is lower than a run needs; the message says how to raise it."""
 
 
 @dataclass
@@ -69,17 +75,20 @@ class Outcome:
     result: str = "timeout"  # "answered", "wrong", an exception name, "closed_early" or "timeout"
 
 
-def raise_open_files_limit(connections: int) -> dict[str, int]:
-    """Make room for `connections` sockets; SystemExit(2) with a clear message when the hard limit forbids it."""
+def raise_open_files_limit(sockets: int, what: str) -> dict[str, int]:
+    """Make room for `sockets` open at once (`what` they are, for the message) under the soft RLIMIT_NOFILE.
+
+    Raises the soft limit up to the hard one if needed; OpenFilesLimitError when even that is too low.
+    Returns the limits then in force and the soft limit before: {"soft", "hard", "raised_from"}.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = connections + FILES_MARGIN
+    needed = sockets + FILES_MARGIN
     if needed <= soft:
         return {"soft": soft, "hard": hard, "raised_from": soft}
     if hard != resource.RLIM_INFINITY and needed > hard:
-        print(f"error: {connections} connections need about {needed} open files, but the hard limit is {hard} "
-              f"(soft {soft}). Raise it (e.g. `ulimit -Hn {needed}` as root, or LimitNOFILE= in systemd) "
-              "or use fewer connections.", file=sys.stderr)
-        raise SystemExit(EXIT_BAD_INPUT)
+        raise OpenFilesLimitError(f"{sockets} {what} need about {needed} open files, but the hard limit is {hard} "
+                                  f"(soft {soft}). Raise it (`ulimit -Hn {needed}` as root, or LimitNOFILE= in "
+                                  "systemd), or ask for fewer.")
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     print(f"raised the open-files soft limit from {soft} to {needed} (hard limit {hard})", file=sys.stderr)
     return {"soft": needed, "hard": hard, "raised_from": soft}
@@ -135,16 +144,19 @@ async def run_connections(outcomes: list[Outcome], host: str, port: int, rate: f
     return started, finished
 
 
-def summary(values_ms: list[float]) -> dict[str, float] | None:
-    """Mean, nearest-rank p50/p90/p99, and max, in milliseconds."""
-    if not values_ms:
-        return None
-    ordered = sorted(values_ms)
+def percentile(values: Sequence[float], percent: float) -> float:
+    """Nearest rank: the smallest value with at least `percent`% of the values at or below it."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)  # linear when `values` is already sorted
+    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
 
-    def rank(percent: float) -> float:
-        return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
 
-    return {"mean": statistics.fmean(ordered), "p50": rank(50), "p90": rank(90), "p99": rank(99), "max": ordered[-1]}
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """Mean, nearest-rank p50/p90/p99 and max of per-request latencies in milliseconds."""
+    ordered = sorted(latencies_ms)
+    return {"mean": statistics.fmean(ordered), "p50": percentile(ordered, 50), "p90": percentile(ordered, 90),
+            "p99": percentile(ordered, 99), "max": ordered[-1]}
 
 
 def report(outcomes: list[Outcome], started: float, finished: float, args: argparse.Namespace, loop_name: str,
@@ -167,8 +179,8 @@ def report(outcomes: list[Outcome], started: float, finished: float, args: argpa
         "errors": dict(sorted(results.items())),
         "duration_s": duration,
         "connections_per_second": len(answered) / duration if duration > 0 else 0.0,
-        "latency_ms": summary(latencies),
-        "connect_ms": summary(connects),
+        "latency_ms": latency_summary(latencies) if latencies else None,
+        "connect_ms": latency_summary(connects) if connects else None,
         "mode": "open" if args.rate else "closed",
         "rate": args.rate,
         "timeout_s": args.timeout,
@@ -225,7 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    open_files = raise_open_files_limit(args.connections)
+    try:
+        open_files = raise_open_files_limit(args.connections, "connections")
+    except OpenFilesLimitError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     loop_factory = None
     loop_name = "asyncio"
     if args.uvloop:

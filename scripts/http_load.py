@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# Standalone on purpose: no harness import. tests/test_standalone_copies.py keeps its copied helpers exact.
 """HTTP load client: closed loop (as ab, hey and wrk) or open loop (a fixed schedule), with a timeline.
 
     python scripts/http_load.py http://127.0.0.1:8000/ --requests 1000 --concurrency 10
@@ -77,6 +78,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +93,7 @@ TIMEOUT = 120.0  # seconds for the whole run
 LATE_TOLERANCE = 0.010  # seconds; an open-loop request that starts later than this after it was due is late
 MAX_HEAD_BYTES = 64 * 1024  # the longest response head we accept
 READ_CHUNK = 65536
-FILES_MARGIN = 32  # descriptors beyond one per request in flight: stdio, the event loop's own, imports
+FILES_MARGIN = 32  # descriptors beyond one per socket: stdio, the event loop's own, imports
 FAILURE_KINDS = ("connect", "read", "status", "length", "timeout")
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: [^\r\n]*)?")
@@ -99,6 +101,10 @@ STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([0-9]{3})(?: [^\r\n]*)?")
 
 class BadInputError(Exception):
     """Arguments we refuse before sending anything; the message says why."""
+
+
+class OpenFilesLimitError(ValueError):
+    """The hard open-files limit is lower than a run needs; the message says how to raise it."""
 
 
 class MalformedResponseError(ValueError):
@@ -289,19 +295,26 @@ async def run_load(target: Target, requests: int, concurrency: int, rate: float 
     return sorted(outcomes, key=lambda outcome: outcome.index), started, finished, stopped_by
 
 
-def percentile(ordered: list[float], percent: float) -> float:
+def percentile(values: Sequence[float], percent: float) -> float:
     """Nearest rank: the smallest value with at least `percent`% of the values at or below it."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)  # linear when `values` is already sorted
     return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
 
 
+def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
+    """Mean, nearest-rank p50/p90/p99 and max of per-request latencies in milliseconds."""
+    ordered = sorted(latencies_ms)
+    return {"mean": statistics.fmean(ordered), "p50": percentile(ordered, 50), "p90": percentile(ordered, 90),
+            "p99": percentile(ordered, 99), "max": ordered[-1]}
+
+
 def summary(values_ms: list[float]) -> dict[str, float] | None:
-    """Mean, nearest-rank p50/p90/p99 and max in milliseconds; None when there are no values."""
+    """latency_summary rounded to the microsecond; None when there are no values."""
     if not values_ms:
         return None
-    ordered = sorted(values_ms)
-    figures = {"mean": statistics.fmean(ordered), "p50": percentile(ordered, 50), "p90": percentile(ordered, 90),
-               "p99": percentile(ordered, 99), "max": ordered[-1]}
-    return {key: round(value, 3) for key, value in figures.items()}
+    return {key: round(value, 3) for key, value in latency_summary(values_ms).items()}
 
 
 def report(outcomes: list[Outcome], started: float, finished: float, stopped_by: str | None,
@@ -362,16 +375,20 @@ def write_timeline(path: Path, entries: list[dict[str, Any]]) -> None:
     temporary.replace(path)
 
 
-def raise_open_files_limit(in_flight: int) -> dict[str, int]:
-    """Make room for `in_flight` sockets, raising the soft RLIMIT_NOFILE up to the hard limit if needed."""
+def raise_open_files_limit(sockets: int, what: str) -> dict[str, int]:
+    """Make room for `sockets` open at once (`what` they are, for the message) under the soft RLIMIT_NOFILE.
+
+    Raises the soft limit up to the hard one if needed; OpenFilesLimitError when even that is too low.
+    Returns the limits then in force and the soft limit before: {"soft", "hard", "raised_from"}.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    needed = in_flight + FILES_MARGIN
+    needed = sockets + FILES_MARGIN
     if needed <= soft:
         return {"soft": soft, "hard": hard, "raised_from": soft}
     if hard != resource.RLIM_INFINITY and needed > hard:
-        raise BadInputError(f"{in_flight} requests in flight need about {needed} open files, but the hard limit "
-                            f"is {hard} (soft {soft}). Raise it (`ulimit -Hn {needed}` as root, or LimitNOFILE= "
-                            "in systemd), or use a lower --concurrency / --max-in-flight.")
+        raise OpenFilesLimitError(f"{sockets} {what} need about {needed} open files, but the hard limit is {hard} "
+                                  f"(soft {soft}). Raise it (`ulimit -Hn {needed}` as root, or LimitNOFILE= in "
+                                  "systemd), or ask for fewer.")
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     print(f"raised the open-files soft limit from {soft} to {needed} (hard limit {hard})", file=sys.stderr)
     return {"soft": needed, "hard": hard, "raised_from": soft}
@@ -421,8 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         target = parse_target(args.url)
-        open_files = raise_open_files_limit(resolve_mode(args))
-    except BadInputError as error:
+        open_files = raise_open_files_limit(resolve_mode(args), "requests in flight")
+    except (BadInputError, OpenFilesLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:

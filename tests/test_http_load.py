@@ -155,21 +155,24 @@ def fake_limits(monkeypatch: pytest.MonkeyPatch, soft: int, hard: int) -> list[t
 def test_the_soft_limit_is_raised_when_the_requests_in_flight_need_it(monkeypatch: pytest.MonkeyPatch,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     calls = fake_limits(monkeypatch, soft=1024, hard=4096)
-    assert http_load.raise_open_files_limit(2000) == {"soft": 2032, "hard": 4096, "raised_from": 1024}
+    limits = http_load.raise_open_files_limit(2000, "requests in flight")
+    assert limits == {"soft": 2032, "hard": 4096, "raised_from": 1024}
     assert calls == [(2032, 4096)]
     assert "raised the open-files soft limit from 1024 to 2032" in capsys.readouterr().err
 
 
 def test_a_hard_limit_too_low_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = fake_limits(monkeypatch, soft=1024, hard=4096)
-    with pytest.raises(http_load.BadInputError, match=r"need about 10032 open files, but the hard limit is 4096"):
-        http_load.raise_open_files_limit(10_000)
+    with pytest.raises(http_load.OpenFilesLimitError,
+                       match=r"10000 requests in flight need about 10032 open files, but the hard limit is 4096"):
+        http_load.raise_open_files_limit(10_000, "requests in flight")
     assert calls == []
 
 
 def test_the_limit_is_left_alone_when_it_suffices(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = fake_limits(monkeypatch, soft=1024, hard=4096)
-    assert http_load.raise_open_files_limit(10) == {"soft": 1024, "hard": 4096, "raised_from": 1024}
+    limits = http_load.raise_open_files_limit(10, "requests in flight")
+    assert limits == {"soft": 1024, "hard": 4096, "raised_from": 1024}
     assert calls == []
 
 

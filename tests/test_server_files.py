@@ -26,6 +26,7 @@ import pytest
 from harness.clients import probe
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
+from python_source import top_level_names
 
 from conftest import CATALOGUE, HTTP_DESIGNS, started
 
@@ -86,19 +87,6 @@ def sections(text: str) -> dict[str, tuple[int, int]]:
             found[name] = (starts.pop(name) + 1, line - 1)
     assert not starts, f"sections never closed: {sorted(starts)}"
     return found
-
-
-def top_level_names(tree: ast.Module, text: str, span: tuple[int, int] | None = None) -> dict[str, str]:
-    """Top-level functions, classes and constants (inside `span` if given): name -> source."""
-    named: dict[str, str] = {}
-    for node in tree.body:
-        if span and not (span[0] <= node.lineno and node.end_lineno <= span[1]):
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            named[node.name] = ast.get_source_segment(text, node)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            named[node.targets[0].id] = ast.get_source_segment(text, node)
-    return named
 
 
 def server_files() -> dict[str, str]:

@@ -1,4 +1,8 @@
-"""Small statistics the harness and the renderer share."""
+"""Small statistics the harness and the renderer share.
+
+scripts/http_load.py and scripts/echo_client.py carry copies of percentile and latency_summary
+(they run without the harness); tests/test_standalone_copies.py keeps the copies identical to these.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,18 @@ from collections.abc import Sequence
 
 
 def percentile(values: Sequence[float], percent: float) -> float:
-    """Nearest-rank percentile: the smallest value with at least `percent`% of values at or below it."""
+    """Nearest rank: the smallest value with at least `percent`% of the values at or below it."""
     if not values:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    rank = max(1, math.ceil(percent / 100 * len(ordered)))
-    return ordered[rank - 1]
+    ordered = sorted(values)  # linear when `values` is already sorted
+    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]
 
 
 def latency_summary(latencies_ms: Sequence[float]) -> dict[str, float]:
-    """Mean, p50, p90, p99 and max of per-request latencies in milliseconds."""
-    return {
-        "mean": statistics.fmean(latencies_ms),
-        "p50": percentile(latencies_ms, 50),
-        "p90": percentile(latencies_ms, 90),
-        "p99": percentile(latencies_ms, 99),
-        "max": max(latencies_ms),
-    }
+    """Mean, nearest-rank p50/p90/p99 and max of per-request latencies in milliseconds."""
+    ordered = sorted(latencies_ms)
+    return {"mean": statistics.fmean(ordered), "p50": percentile(ordered, 50), "p90": percentile(ordered, 90),
+            "p99": percentile(ordered, 99), "max": ordered[-1]}
 
 
 MEDIAN_CONFIDENCE = 0.93  # the median's interval holds the true median at least this often
