@@ -36,15 +36,14 @@ def split_responses(raw: bytes) -> tuple[list[probe.RawResponse], bytes]:
     responses = []
     rest = raw
     while rest:
-        head, separator, after = rest.partition(b"\r\n\r\n")
-        if not separator:
+        try:
+            framed = probe.split_response(rest)
+        except probe.UnframedResponseError:
+            break  # a chunked answer, or one ended by the close: reported as bytes left over
+        if framed is None:
             break
-        parsed = probe.parse_response(head + separator)  # headers only: the body is framed below
-        length = parsed.headers.get("content-length")
-        if length is None or not length.isdigit() or len(after) < int(length):
-            break
-        body, rest = after[:int(length)], after[int(length):]
-        responses.append(probe.RawResponse(parsed.status, parsed.reason, parsed.headers, body, head + separator + body))
+        response, rest = framed
+        responses.append(response)
     return responses, rest
 
 

@@ -72,11 +72,35 @@ class ClosedEarlyError(ValueError):
     """The server closed the connection before a whole answer (or before the next request was answered)."""
 
 
+class UnframedResponseError(ValueError):
+    """An answer whose head says no Content-Length: only the close can end it."""
+
+
+def split_response(buffer: bytes) -> tuple[RawResponse, bytes] | None:
+    """The first answer in `buffer`, framed by its Content-Length, and the bytes after it; None while incomplete.
+
+    The one place the harness frames an answer by its Content-Length: UnframedResponseError when
+    the head has none, ValueError when it is malformed.
+    """
+    head, separator, after = buffer.partition(b"\r\n\r\n")
+    if not separator:
+        return None
+    parsed = parse_response(head + separator)  # the head alone: the body is framed below
+    length = parsed.headers.get("content-length", "")
+    if not length.isdigit():
+        raise UnframedResponseError(f"no Content-Length to frame the answer by: {buffer[:80]!r}")
+    if len(after) < int(length):
+        return None
+    body = after[:int(length)]
+    return RawResponse(parsed.status, parsed.reason, parsed.headers, body, head + separator + body), \
+        after[int(length):]
+
+
 class ResponseReader:
     """Read answers one after another from one connection, each framed by its Content-Length."""
 
     def __init__(self, conn: socket.socket, deadline: float) -> None:
-        self.conn, self.deadline, self.buffer = conn, deadline, bytearray()
+        self.conn, self.deadline, self.buffer = conn, deadline, b""
 
     def _fill(self) -> None:
         remaining = self.deadline - time.monotonic()
@@ -94,17 +118,10 @@ class ResponseReader:
 
     def next_response(self) -> bytes:
         """The next whole answer: its head, then exactly Content-Length bytes of body."""
-        while b"\r\n\r\n" not in self.buffer:
+        while (framed := split_response(self.buffer)) is None:
             self._fill()
-        head_end = self.buffer.index(b"\r\n\r\n") + 4
-        length = parse_response(bytes(self.buffer[:head_end])).headers.get("content-length")
-        if length is None or not length.isdigit():
-            raise ValueError(f"no Content-Length to frame the answer by: {bytes(self.buffer[:80])!r}")
-        end = head_end + int(length)
-        while len(self.buffer) < end:
-            self._fill()
-        response, self.buffer = bytes(self.buffer[:end]), self.buffer[end:]
-        return response
+        response, self.buffer = framed
+        return response.raw
 
 
 def exchange_on_one_connection(host: str, port: int, requests: list[bytes], pipelined: bool = False,
