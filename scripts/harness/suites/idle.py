@@ -18,8 +18,9 @@ RSS before and at its peak, the difference per connection held, and the probe's
 latencies; it is written atomically (by default under build/, never results/).
 
 Open files: each connection is a descriptor here and one in the server. This script
-raises its own soft limit to the hard limit and refuses (exit 2) a count the hard limit
-cannot hold; a design must raise its own (the hardened design does, at start).
+raises its own soft limit as far as the connections need (system/open_files.py) and refuses
+(exit 2) a count the hard limit cannot hold; a design must raise its own (the hardened
+design does, at start).
 
 Exit codes: 0 a record was written; 2 bad input (unknown design, not an HTTP design,
 more connections than the open-files limit allows, bad --server-args); 1 the design
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shlex
 import socket
 import statistics
@@ -43,12 +43,11 @@ from harness.clients import probe
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_json_atomic
-from harness.system import environment, launcher, processes
+from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import GroupSampler, sample_group
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "build" / "idle-connections"
-OWN_DESCRIPTORS = 64  # what this script needs besides the connections (stdio, the probe, /proc reads)
 PROBE_INTERVAL_SECONDS = 0.25
 CONNECT_TIMEOUT_SECONDS = 10.0
 MIB = 2**20
@@ -58,24 +57,12 @@ class BadInputError(ValueError):
     """Input the script refuses before starting anything (exit 2)."""
 
 
-def raise_own_open_files_limit(connections: int) -> int:
-    """Raise our soft limit to the hard limit; refuse a count that cannot fit under it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = connections + OWN_DESCRIPTORS
-    if hard != resource.RLIM_INFINITY and hard < wanted:
-        raise BadInputError(f"{connections} connections need {wanted} open files here, but the hard limit is {hard}: "
-                            "raise it (ulimit -Hn, as root) or ask for fewer")
-    if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else wanted, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
 def open_keep_alive_connection(host: str, port: int) -> tuple[socket.socket | None, str]:
     """One connection that asked for / and got an answer that keeps it open; else None and why."""
     conn = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_SECONDS)
     try:
         conn.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode("ascii"))
-        reader = ResponseByLength(conn)
+        reader = probe.ResponseReader(conn, time.monotonic() + CONNECT_TIMEOUT_SECONDS)
         response = probe.parse_response(reader.next_response())
     except (OSError, ValueError) as error:
         conn.close()
@@ -88,30 +75,6 @@ def open_keep_alive_connection(host: str, port: int) -> tuple[socket.socket | No
         return None, "the answer said Connection: close"
     conn.setblocking(False)
     return conn, ""
-
-
-class ResponseByLength:
-    """Read one answer framed by its Content-Length (the connection stays open after it)."""
-
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn, self.buffer = conn, bytearray()
-
-    def fill(self) -> None:
-        chunk = self.conn.recv(65536)
-        if not chunk:
-            raise ValueError(f"the server closed the connection after {len(self.buffer)} bytes")
-        self.buffer += chunk
-
-    def next_response(self) -> bytes:
-        while b"\r\n\r\n" not in self.buffer:
-            self.fill()
-        head_end = self.buffer.index(b"\r\n\r\n") + 4
-        length = probe.parse_response(bytes(self.buffer[:head_end])).headers.get("content-length", "")
-        if not length.isdigit():
-            raise ValueError("no Content-Length: the answer can only end with the connection")
-        while len(self.buffer) < head_end + int(length):
-            self.fill()
-        return bytes(self.buffer[:head_end + int(length)])
 
 
 def still_open(conn: socket.socket) -> bool:
@@ -146,7 +109,7 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     design = catalogue.design(design_name)
     if design.kind != "http":
         raise BadInputError(f"design {design_name!r} is a {design.kind} design, not an HTTP one")
-    raise_own_open_files_limit(connections)
+    open_files.raise_open_files_limit(connections, "connections")
     pinning = processes.cpu_pinning()
     port = processes.free_port()
     command = launcher.design_command(design, port, 0.0, log_dir, extra_arguments=server_args)
