@@ -4,6 +4,8 @@ A fake /proc (a directory laid out like it) makes the cases exact; one check on 
 makes sure the layout we read is the kernel's.
 """
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -57,3 +59,35 @@ def test_a_real_group_is_found_in_the_real_proc() -> None:
             child.kill()
             child.wait()
     assert resources.sample_group(child.pid).processes == 0  # gone: nothing left to count
+
+
+def test_pss_is_summed_when_every_process_of_the_group_has_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_process(tmp_path, 100, GROUP, "parent", (0, 0, 0, 0), resident_pages=1000)
+    fake_process(tmp_path, 101, GROUP, "worker", (0, 0, 0, 0), resident_pages=1000)
+    for pid, kib in ((100, 3000), (101, 1000)):
+        (tmp_path / str(pid) / "smaps_rollup").write_text(f"00400000-7fff [rollup]\nRss: 4000 kB\nPss: {kib} kB\n")
+    monkeypatch.setattr(resources, "PROC", tmp_path)
+    assert resources.sample_group(GROUP).pss_bytes == 4000 * 1024
+    (tmp_path / "101" / "smaps_rollup").unlink()  # one process we cannot read: no PSS rather than a wrong one
+    assert resources.sample_group(GROUP).pss_bytes is None
+
+
+def test_pss_counts_memory_a_forked_group_shares_once_where_rss_counts_it_per_process() -> None:
+    """Four processes sharing 64 MiB written before the fork: RSS sums four copies, PSS about one."""
+    script = ("import os, time\n"
+              "shared = bytearray(64 << 20)\n"
+              "for index in range(0, len(shared), 4096): shared[index] = 1  # touch every page\n"
+              "for _ in range(3):\n"
+              "    if os.fork() == 0: time.sleep(30); os._exit(0)\n"
+              "print('up', flush=True); time.sleep(30)\n")
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                          start_new_session=True) as parent:
+        try:
+            assert parent.stdout is not None and parent.stdout.readline() == "up\n"
+            sample = resources.sample_group(parent.pid)
+            assert sample.processes == 4
+            assert sample.rss_bytes > 4 * (64 << 20)  # each process counts the shared pages
+            assert sample.pss_bytes is not None and sample.pss_bytes < 2 * (64 << 20)  # shared pages counted once
+        finally:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
