@@ -83,6 +83,31 @@ def test_a_one_level_record_joins_the_sweep_only_when_measured_alike() -> None:
         {"sweep-io": sweep, "sweep-10k": ten_thousand})
 
 
+def with_pss(record: dict[str, Any], share: float) -> dict[str, Any]:
+    """Every sampled run gets a peak PSS of `share` times its RSS (as if a part of its pages were shared)."""
+    for design in record["designs"]:
+        for run in design["runs"]:
+            if (run.get("server_resources") or {}).get("peak_rss_mib") is not None:
+                run["server_resources"]["peak_pss_mib"] = round(run["server_resources"]["peak_rss_mib"] * share, 1)
+    return record
+
+
+def test_a_record_with_pss_is_shown_in_pss_and_an_older_one_says_it_is_rss() -> None:
+    old = memory.memory_page({"sweep-io": fixture("sweep-io")})
+    assert "| Peak RSS at lowest c, MiB |" in old and "this record predates PSS sampling" in old
+
+    sweep = with_pss(fixture("sweep-io"), 0.5)
+    page = memory.memory_page({"sweep-io": sweep})
+    assert "| Peak PSS at lowest c, MiB |" in page and "Peak RSS" not in page
+    assert "their peak PSS is the sum over the process tree, each shared page divided" in page
+    assert "| **0.7** | 51.8 (c=1) | 53.0 (c=1,000) | 9 |" in page  # prefork: half its RSS, 1.5 -> 0.7 KiB
+
+    ten_thousand = fixture("sweep-10k")  # no PSS: not joined to a PSS sweep, whatever else matches
+    ten_thousand["environment"]["commit"] = sweep["environment"]["commit"]
+    assert "is not combined: memory as RSS there, PSS here" in memory.memory_page(
+        {"sweep-io": sweep, "sweep-10k": ten_thousand})
+
+
 def test_records_without_two_levels_make_no_memory_table() -> None:
     records = {"sweep-10k": fixture("sweep-10k"), "open-loop": fixture("open-loop-rates")}
     assert not memory.is_sweep(records["open-loop"])  # four offered rates, one concurrency

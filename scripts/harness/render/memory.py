@@ -18,7 +18,9 @@ Known limits: the level is the number of connections the load tool holds, not
 a count taken at the server. A design that cannot keep up leaves some of them
 in the kernel's accept queue, where they cost its process nothing, so read the
 slope beside the throughput table. RSS summed over a process tree counts the
-pages its processes share once per process. Peaks are sampled every 100 ms.
+pages its processes share once per process; PSS divides them among the processes
+that share them (system/resources.py). A record whose every run has PSS is shown
+in PSS, an older one in RSS, and the table says which. Peaks are sampled every 100 ms.
 """
 
 from __future__ import annotations
@@ -51,22 +53,33 @@ class MemoryLine:
         return statistics.linear_regression(levels, rss_kib).slope
 
 
-def peak_rss_by_level(design: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
-    """A design's successful runs that recorded peak RSS, by concurrency."""
-    measured = {level: [run for run in runs if (run.get("server_resources") or {}).get("peak_rss_mib") is not None]
+PSS, RSS = "peak_pss_mib", "peak_rss_mib"
+METRIC_NAMES = {PSS: "PSS", RSS: "RSS"}
+
+
+def memory_metric(record: dict[str, Any]) -> str:
+    """PSS when every run of the record that sampled memory has it (shared pages counted once), else RSS."""
+    sampled = [run["server_resources"] for design in record["designs"] for run in design["runs"]
+               if (run.get("server_resources") or {}).get(RSS) is not None]
+    return PSS if sampled and all(resources.get(PSS) is not None for resources in sampled) else RSS
+
+
+def peak_memory_by_level(design: dict[str, Any], metric: str = RSS) -> dict[int, list[dict[str, Any]]]:
+    """A design's successful runs that recorded the peak memory `metric`, by concurrency."""
+    measured = {level: [run for run in runs if (run.get("server_resources") or {}).get(metric) is not None]
                 for level, runs in cells_by_level(design["runs"]).items()}
     return {level: runs for level, runs in measured.items() if runs}
 
 
 def is_sweep(record: dict[str, Any]) -> bool:
     """Two or more concurrency levels with peak RSS (a rate sweep holds one level of concurrency)."""
-    return not is_rate_sweep(record) and any(len(peak_rss_by_level(design)) >= 2 for design in record["designs"])
+    return not is_rate_sweep(record) and any(len(peak_memory_by_level(design)) >= 2 for design in record["designs"])
 
 
 def is_single_level(record: dict[str, Any]) -> bool:
     """One concurrency level with peak RSS: no slope of its own, but it may extend a sweep."""
     return (not is_rate_sweep(record) and len(record["settings"]["concurrency"]) == 1
-            and any(peak_rss_by_level(design) for design in record["designs"]))
+            and any(peak_memory_by_level(design) for design in record["designs"]))
 
 
 def mismatches(sweep: dict[str, Any], extra: dict[str, Any]) -> list[str]:
@@ -77,6 +90,9 @@ def mismatches(sweep: dict[str, Any], extra: dict[str, Any]) -> list[str]:
     if sweep["settings"]["keep_alive"] != extra["settings"]["keep_alive"]:
         reasons.append(f"keep-alive {'on' if extra['settings']['keep_alive'] else 'off'} there, "
                        f"{'on' if sweep['settings']['keep_alive'] else 'off'} here")
+    if memory_metric(sweep) != memory_metric(extra):
+        reasons.append(f"memory as {METRIC_NAMES[memory_metric(extra)]} there, {METRIC_NAMES[memory_metric(sweep)]} "
+                       "here")
     mine, theirs = sweep["environment"], extra["environment"]
     if (mine["cpu_model"], mine["cpu_count"]) != (theirs["cpu_model"], theirs["cpu_count"]):
         reasons.append(f"another machine ({theirs['cpu_model']}, {theirs['cpu_count']} CPUs)")
@@ -91,13 +107,14 @@ def mismatches(sweep: dict[str, Any], extra: dict[str, Any]) -> list[str]:
 def memory_lines(sweep: dict[str, Any], joined: list[dict[str, Any]]) -> list[MemoryLine]:
     """A line per design of the sweep, extended by the levels of the joined one-level records."""
     lines = []
+    metric = memory_metric(sweep)
     for design in sweep["designs"]:
         sources = [(sweep, design)] + [(extra, other) for extra in joined for other in extra["designs"]
                                        if other["name"] == design["name"]]
         points, processes, failed_levels = [], 0, []
         for record, measured in sources:
-            for level, runs in sorted(peak_rss_by_level(measured).items()):
-                points.append((level, statistics.median(run["server_resources"]["peak_rss_mib"] for run in runs),
+            for level, runs in sorted(peak_memory_by_level(measured, metric).items()):
+                points.append((level, statistics.median(run["server_resources"][metric] for run in runs),
                                record["scenario"]["id"]))
                 processes = max([processes] + [run["server_resources"].get("peak_processes") or 0 for run in runs])
                 if any(run.get("failed") != 0 for run in runs):
@@ -151,9 +168,10 @@ def caption(sweep: dict[str, Any], lines: list[MemoryLine], decisions: list[str]
     """How the slopes were made, what c means for this record, and which other records joined it."""
     environment = sweep["environment"]
     trees = [line for line in lines if line.processes > 1]
+    name = METRIC_NAMES[memory_metric(sweep)]
     sentences = [
-        "KiB per connection: the least-squares slope of the peak RSS of the server's process tree (median of the "
-        "repetitions at each level) against the number of connections c, over the levels listed; the RSS columns "
+        f"KiB per connection: the least-squares slope of the peak {name} of the server's process tree (median of the "
+        f"repetitions at each level) against the number of connections c, over the levels listed; the {name} columns "
         "are MiB at the lowest and highest level.",
         _connections_note(sweep),
         "A design that cannot keep up leaves some connections waiting in the kernel's accept queue, where they "
@@ -162,10 +180,13 @@ def caption(sweep: dict[str, Any], lines: list[MemoryLine], decisions: list[str]
     if trees:
         names = _and([f"`{line.design['name']}`" for line in trees])
         counts = _and([str(line.processes) for line in trees])
-        sentences.append(f"{names} run as several processes (at most {counts}): their peak RSS is the sum over the "
-                         "process tree, which counts the pages those processes share once per process.")
+        sentences.append(f"{names} run as several processes (at most {counts}): " + (
+            "their peak PSS is the sum over the process tree, each shared page divided among the processes that "
+            "share it." if name == "PSS" else "their peak RSS is the sum over the process tree, which counts the "
+            "pages those processes share once per process, so it overstates what they cost (this record predates "
+            "PSS sampling)."))
     sentences += decisions
-    sentences.append(f"Peak RSS is sampled every 100 ms. Machine: {environment['cpu_model']}, "
+    sentences.append(f"Peak {name} is sampled every 100 ms. Machine: {environment['cpu_model']}, "
                      f"{environment['cpu_count']} CPUs; commit `{environment['commit'][:10]}`, {sweep['started_utc']} "
                      f"({sweep['mode']} run). Raw record: `results/{sweep['scenario']['id']}.json`.")
     return " ".join(sentences)
@@ -199,7 +220,8 @@ def memory_page(records: dict[str, dict[str, Any]]) -> str:
             continue
         joined, decisions = _join_decisions(record, singles)
         lines = memory_lines(record, joined)
-        head = ("| Design | KiB per connection | Peak RSS at lowest c, MiB | Peak RSS at highest c, MiB | "
+        name = METRIC_NAMES[memory_metric(record)]
+        head = (f"| Design | KiB per connection | Peak {name} at lowest c, MiB | Peak {name} at highest c, MiB | "
                 "Processes | Levels used (c) |\n|---|---|---|---|---|---|\n")
         rows = "\n".join(_row(line, scenario_id) for line in lines)
         sections.append(f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{head}{rows}\n\n"
