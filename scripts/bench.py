@@ -12,6 +12,7 @@
     python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
     python scripts/bench.py how-fast steps|profile [--quick] [...]
     python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
+    python scripts/bench.py instructions [--quick] [--row NAME ...]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
@@ -37,9 +38,9 @@ from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_records  # noqa: E402
-from harness.render import how_fast_tables, site, survival  # noqa: E402
+from harness.render import how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
-from harness.suites import balance, hostile, how_fast, idle, plan, restart, runner  # noqa: E402
+from harness.suites import balance, hostile, how_fast, idle, instructions, plan, restart, runner  # noqa: E402
 from harness.system import launcher, processes  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -180,6 +181,19 @@ def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return idle.command(catalogue, args)
 
 
+def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Instructions per request under callgrind (harness/suites/instructions.py); its table printed from the record."""
+    path = instructions.measure(catalogue, args.quick, args.row)
+    record = json.loads(path.read_text(encoding="utf-8"))
+    print(instructions_tables.instructions_page(record))
+    print(f"wrote {path.relative_to(REPO_ROOT)}")
+    failed = [row["name"] for row in record["rows"] if row["problems"]]
+    if failed:
+        print(f"FAILED: {', '.join(failed)} (see the record's problems and build/logs/instructions/)", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
         problems = site.stale_files()
@@ -254,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     idle_parser = commands.add_parser("idle", help="hold many idle keep-alive connections; memory and latency")
     idle.add_arguments(idle_parser)
     idle_parser.set_defaults(handler=command_idle)
+    instructions_parser = commands.add_parser("instructions", help="instructions per request under valgrind's callgrind")
+    instructions.add_arguments(instructions_parser)
+    instructions_parser.set_defaults(handler=command_instructions)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)
@@ -277,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError, FigureError) as error:
+            restart.RestartPlanError, FigureError, instructions.UnknownRowError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

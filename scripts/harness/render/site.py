@@ -29,7 +29,14 @@ from harness.model.disclosed_settings import load_real_servers
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.model.stats import interval_name, spread
-from harness.render import free_threaded, idle_tables, keep_alive_verdict, multi_process_tables, python_versions
+from harness.render import (
+    free_threaded,
+    idle_tables,
+    instructions_tables,
+    keep_alive_verdict,
+    multi_process_tables,
+    python_versions,
+)
 from harness.render.cells import (
     ceilings,
     cells_by_level,
@@ -499,6 +506,11 @@ def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
     return idle_tables.idle_files(inputs.generated_dir, HEADER, inputs.results_dir)
 
 
+def instructions_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """Instructions per request under callgrind (results/instructions/), beside CPU time under wrk where recorded."""
+    return instructions_tables.instructions_files(inputs.results_dir, inputs.generated_dir, inputs.records, HEADER)
+
+
 def disclosed_settings_files(inputs: RenderInput) -> dict[Path, str]:
     """real-server-settings.md: every setting we give a real server that is not its default, and why."""
     return {inputs.generated_dir / "real-server-settings.md":
@@ -528,6 +540,7 @@ RENDERERS: list[Renderer] = [
     idle_page_files,
     free_threaded_files,
     disclosed_settings_files,
+    instructions_page_files,
 ]
 
 

@@ -1,0 +1,257 @@
+"""Instructions per request, counted by valgrind's callgrind: a cost measure that machine noise does not move.
+
+    python scripts/bench.py instructions [--quick] [--row NAME ...]
+
+Wall-clock rates on a small shared VM move 5-9% from one run to the next, which hides the
+differences between two versions of a server that the how-fast page is about. Counting
+instructions does not depend on what else the machine is doing. For each row (a design, a
+how-fast step, or a design on another CPython), the suite starts the server under
+
+    env PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file=<log dir>/callgrind.out.%p --dump-line=no
+
+through the launcher, sends it a fixed number of GET / requests on ONE keep-alive connection,
+one after another (clients/probe.py's keep-alive reader checks every answer), stops it with its
+graceful signal, and reads the run's total from the `summary:` line of callgrind's output file.
+It does this with N1 and then N2 requests; the difference over N2 - N1 is one request's cost,
+start-up and shutdown cancelled (model/instruction_counts.py). The whole pair is measured twice,
+and the record keeps both, so the page can show that they agree (within 2%).
+
+What is counted: instructions executed in user space by the server process (valgrind runs the
+program on a synthetic CPU and sees no kernel code), every thread of it (callgrind's default, one
+total for the process); Python designs here are one process, and the launcher's taskset and
+valgrind exec into it, so --trace-children is not needed. Not counted: the kernel's share of each
+request (the socket reads and writes), which on a hello-world page is large. One connection, one
+request at a time, means each request pays a whole turn of the event loop; under wrk's 50
+connections one turn serves several, so the count per request is higher here than the CPU time
+per request under load would suggest. The comparison between rows is what the number is for.
+
+PYTHONHASHSEED=0: with a random seed per process, start-up alone (about 300 million instructions)
+moved by hundreds of thousands between runs, which the subtraction cannot cancel (each run has its
+own); with one seed, start-ups differ by a few tens of thousands. Every row runs with the same seed.
+
+Known limits: valgrind runs Python about 50 times slower, so servers get READY_TIMEOUT_SECONDS to
+start; a timer that fires once a second (the Date header) costs in proportion to the run's wall
+time, not its requests, and leaks a few instructions into the difference.
+A full run writes results/instructions/instructions.json; --quick or --row writes under build/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.clients import probe
+from harness.clients.tools import ToolMissingError
+from harness.model import instruction_counts
+from harness.model.catalogue import Catalogue, Design
+from harness.model.how_fast_steps import PROFILE_NAME
+from harness.model.paths import REPO_ROOT
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.suites import how_fast
+from harness.system import launcher, processes
+from harness.system.environment import describe_machine, utc_now
+
+FULL = {"requests": (2_000, 4_000), "measurements": 2}
+QUICK = {"requests": (200, 400), "measurements": 2}
+PLAIN_AND_HARDENED = ["asyncio-protocol-keep-alive", "hardened"]  # the same Protocol, with and without every limit
+# uvloop is installed in the harness's virtual environment only, not in pyenv's interpreters; the asyncio
+# Protocol design is the uvloop one on asyncio's loop, and runs on every CPython as it is.
+VERSIONS_DESIGN = "asyncio-protocol-keep-alive"
+VERSIONS = ["3.11", "3.12", "3.13"]
+GROUPS = {"steps": "the how-fast steps (uvloop Protocol design)", "hardened": "hardened vs plain",
+          "versions": "Python versions"}
+READY_TIMEOUT_SECONDS = 180.0  # python + uvloop imported under valgrind: tens of seconds on a 2-CPU VM
+STOP_GRACE_SECONDS = 120.0  # shutdown under valgrind, then callgrind writes its file; SIGKILL would lose it
+EXCHANGE_TIMEOUT_SECONDS = 900.0
+WORK_DIR = REPO_ROOT / "build" / "instructions"
+EVENTS = re.compile(r"^events:\s*(.+)$", re.MULTILINE)
+TOTALS = re.compile(r"^(totals|summary):\s*(.+)$", re.MULTILINE)
+
+
+class UnknownRowError(LookupError):
+    """--row names no row of the suite: bad input, like an unknown design."""
+
+
+class CallgrindOutputError(ValueError):
+    """callgrind's output file is missing, or has no total of instructions (Ir)."""
+
+
+def valgrind_path() -> str:
+    """valgrind's path; ToolMissingError (bad input, exit 2) saying how to install it."""
+    found = shutil.which("valgrind")
+    if not found:
+        raise ToolMissingError("valgrind is not installed: scripts/install_system_packages.sh (apt-get install valgrind)")
+    return found
+
+
+def valgrind_version(valgrind: str) -> str:
+    return subprocess.run([valgrind, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+
+def valgrind_wrapper(valgrind: str, out_dir: Path) -> list[str]:
+    """The wrapper before the design's command: callgrind, one output file per process id, no per-line data."""
+    return ["env", "PYTHONHASHSEED=0", valgrind, "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out.%p", "--dump-line=no",
+            "--trace-children=no"]
+
+
+def instructions_total(text: str) -> int:
+    """The Ir total of a callgrind output file: its `summary:` line (else `totals:`), at the `events:` index of Ir."""
+    events = EVENTS.search(text)
+    if not events:
+        raise CallgrindOutputError("no `events:` line in callgrind's output")
+    names = events.group(1).split()
+    if "Ir" not in names:
+        raise CallgrindOutputError(f"callgrind counted {names}, not Ir")
+    totals = {kind: line.split() for kind, line in TOTALS.findall(text)}
+    values = totals.get("summary") or totals.get("totals")  # summary: what was counted; totals: the file's sum
+    if not values:
+        raise CallgrindOutputError("no `totals:` or `summary:` line in callgrind's output")
+    return int(values[names.index("Ir")])
+
+
+def python_version(python: str | None) -> str:
+    """The full version of the interpreter a row runs on ("3.12.1")."""
+    executable = launcher.interpreter(python) if python else sys.executable
+    return subprocess.run([executable, "-c", "import platform; print(platform.python_version())"],
+                          capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+
+
+def answers_problems(answers: list[bytes], expected: int) -> list[str]:
+    """What is wrong with the answers of one run: too few, or one that breaks the contract (the first three named)."""
+    problems = [] if len(answers) == expected else [f"{len(answers)} answers to {expected} requests"]
+    for number, answer in enumerate(answers, 1):
+        found = probe.http_problems(probe.parse_response(answer), keep_alive=True)
+        problems += [f"answer {number}: {problem}" for problem in found]
+        if len(problems) >= 3:
+            break
+    return problems
+
+
+def count_run(design: Design, requests: int, python: str | None, cpu: str | None, log_dir: Path,
+              valgrind: str) -> dict[str, Any]:
+    """Start the design under callgrind, send `requests` GET / on one keep-alive connection, stop it, read its total."""
+    for old in log_dir.glob("callgrind.out.*"):
+        old.unlink()  # a file left by an earlier run must not be read as this one's
+    port = processes.free_port()
+    with launcher.running_design(design, port, 0.0, log_dir, cpu=cpu, python=python,
+                                 wrapper=valgrind_wrapper(valgrind, log_dir), ready_timeout=READY_TIMEOUT_SECONDS,
+                                 stop_grace=STOP_GRACE_SECONDS) as server:
+        request = probe.keep_alive_request(server.host, server.port, "HTTP/1.1")
+        began = time.monotonic()
+        answers = probe.exchange_on_one_connection(server.host, server.port, [request] * requests,
+                                                   timeout=EXCHANGE_TIMEOUT_SECONDS)
+        seconds = time.monotonic() - began
+        command = server.command
+    run: dict[str, Any] = {"requests": requests, "exchange_seconds": round(seconds, 2),
+                           "server_exit_code": server.exit_code, "command": command}
+    problems = answers_problems(answers, requests)
+    if server.exit_code != 0:
+        problems.append(f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)")
+    outputs = sorted(log_dir.glob("callgrind.out.*"))
+    if len(outputs) != 1:
+        problems.append(f"expected one callgrind output file in {log_dir}, found {len(outputs)}")
+    else:
+        run["instructions"] = instructions_total(outputs[0].read_text(encoding="utf-8", errors="replace"))
+    if problems:
+        run["error"] = "; ".join(problems)
+    return run
+
+
+def measure_row(row: dict[str, Any], requests: tuple[int, int], measurements: int, cpu: str | None,
+                valgrind: str) -> None:
+    """Every measurement of one row (a run with N1 requests, then one with N2), into row["measurements"]."""
+    low, high = requests
+    for measurement in range(measurements):
+        runs = []
+        for count in (low, high):
+            print(f"  {row['name']}: measurement {measurement + 1}/{measurements}, {count:,} requests",
+                  file=sys.stderr, flush=True)
+            log_dir = launcher.LOG_DIR / "instructions" / row["name"] / f"measurement-{measurement}-{count}"
+            try:
+                run = count_run(row["design"], count, row["python"], cpu, log_dir, valgrind)
+            except (processes.ServerStartError, probe.ClosedEarlyError, OSError, ValueError) as error:
+                run = {"requests": count, "error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+            runs.append(run)
+            if run.get("error"):
+                row["problems"].append(run["error"])
+                return
+        row["measurements"].append({
+            "runs": runs,
+            "instructions_per_request": round(instruction_counts.per_request(
+                runs[0]["instructions"], runs[1]["instructions"], low, high), 1)})
+
+
+def plan_rows(catalogue: Catalogue) -> list[dict[str, Any]]:
+    """Every row: the how-fast steps, plain and hardened, and the versions design on each CPython."""
+    how_fast.WORK_DIR.mkdir(parents=True, exist_ok=True)
+    rows = [{"name": step["name"], "title": step["title"], "group": "steps", "design_name": PROFILE_NAME,
+             "step": step["step"], "file": step["file"], "python": None, "design": step["design"]}
+            for step in how_fast.step_rows(how_fast.WORK_DIR)]
+    for name in PLAIN_AND_HARDENED:
+        design = catalogue.design(name)
+        rows.append({"name": name, "title": design.title, "group": "hardened", "design_name": name, "step": None,
+                     "file": design.file, "python": None, "design": design})
+    design = catalogue.design(VERSIONS_DESIGN)
+    for version in VERSIONS:
+        rows.append({"name": f"{VERSIONS_DESIGN}-python-{version}", "title": f"{design.title}, CPython {version}",
+                     "group": "versions", "design_name": VERSIONS_DESIGN, "step": None, "file": design.file,
+                     "python": version, "design": design})
+    return rows
+
+
+def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
+    """Measure the rows (all, or those named), write the record atomically; its path."""
+    settings = QUICK if quick else FULL
+    valgrind = valgrind_path()
+    rows = plan_rows(catalogue)
+    if names:
+        unknown = sorted(set(names) - {row["name"] for row in rows})
+        if unknown:
+            raise UnknownRowError(f"no row named {', '.join(unknown)}; rows: {', '.join(row['name'] for row in rows)}")
+        rows = [row for row in rows if row["name"] in names]
+    pinning = processes.cpu_pinning()  # the server alone on one CPU; the count does not depend on it
+    version = valgrind_version(valgrind)
+    started = utc_now()
+    for row in rows:
+        print(f"{row['name']} ({row['title']})", file=sys.stderr, flush=True)
+        row.update(measurements=[], problems=[])
+        try:
+            row["python_version"] = python_version(row["python"])
+        except (launcher.InterpreterMissingError, subprocess.SubprocessError) as error:
+            row["problems"].append(str(error))
+            continue
+        measure_row(row, settings["requests"], settings["measurements"], pinning["server"], valgrind)
+    record = {
+        "schema": 1,
+        "kind": "instructions",
+        "mode": "quick" if quick else "full",
+        "settings": {"requests": list(settings["requests"]), "measurements": settings["measurements"],
+                     "connections": 1, "keep_alive": True, "delay": 0.0, "agreement": instruction_counts.AGREEMENT},
+        "counter": "callgrind's Ir: instructions executed in user space by the server process (all its threads); "
+                   "the kernel's work is not counted",
+        "valgrind": version,
+        "wrapper": valgrind_wrapper("valgrind", Path("<log dir>")),
+        "environment": describe_machine(pinning, {"valgrind": version}),
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "rows": [{key: value for key, value in row.items() if key != "design"} for row in rows],
+    }
+    root = SCRATCH_RESULTS_DIR if quick or names else RESULTS_DIR
+    path = root / instruction_counts.RECORD
+    write_json_atomic(path, record)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`bench.py instructions`: the suite's command line."""
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK['requests'][0]:,} and {QUICK['requests'][1]:,} requests in place of "
+                             f"{FULL['requests'][0]:,} and {FULL['requests'][1]:,}, into build/results/")
+    parser.add_argument("--row", action="append", help="only this row (repeatable): step-0 ... step-5, "
+                        f"{', '.join(PLAIN_AND_HARDENED)}, {VERSIONS_DESIGN}-python-3.12, ...; into build/results/")
