@@ -20,7 +20,8 @@ def run(tmp_path, *args: str) -> tuple[int, dict | None]:
 def test_a_keep_alive_design_holds_every_connection_and_the_probe_is_served(tmp_path) -> None:
     code, record = run(tmp_path, "hardened", "--connections", "100", "--hold", "0.6")
     assert code == 0
-    assert record["connections_kept_alive"] == record["connections_open_after_hold"] == 100
+    assert record["connections_kept_alive"] == record["connections_open_at_hold_start"] == 100
+    assert record["connections_open_after_hold"] == 100 and record["memory_metric"] == "PSS"
     assert record["connections_refused"] == {}
     assert record["peak_rss_mib"] >= record["baseline_rss_mib"] > 0
     assert record["probe"]["requests"] >= 1 and record["probe"]["failed"] == 0
@@ -66,4 +67,28 @@ def test_the_idle_table_is_read_from_the_records(tmp_path) -> None:
     shutil.copy(Path(__file__).parent / "fixtures" / "idle" / "hardened.json", tmp_path / "idle-connections")
     table = idle_tables.idle_files(tmp_path / "generated", "{source}\n", tmp_path)[
         tmp_path / "generated" / "idle-connections.md"]
-    assert "| hardened | 10,000 of 10,000 | 10,000 | 24.2 → **47.8** | 2.42 | 1.0 / 4.9 (0 failed) |" in table
+    assert "| hardened | 1,000 of 1,000 | 1,000 → 1,000 | 17.4 → **19.7** | 2.39 | 0.9 / 0.9 (0 failed) |" in table
+    assert "| PSS MiB, before → peak | KiB per connection held |" in table
+
+
+def test_a_server_that_closed_connections_before_or_during_the_hold_is_flagged(tmp_path) -> None:
+    from harness.render import idle_tables
+
+    record = json.loads((Path(__file__).parent / "fixtures" / "idle" / "hardened.json").read_text())
+    record.update(connections_kept_alive=1000, connections_open_at_hold_start=600, connections_open_after_hold=0,
+                  opening_seconds=64.5)
+    row = idle_tables.idle_table([record]).splitlines()[2]
+    assert "| 600 → 0 ⚠ 400 closed by the server while the rest were opened (64.5 s)" in row
+    assert "⚠ 600 closed during the hold" in row
+
+
+def test_memory_per_connection_divides_by_the_connections_held_when_the_hold_began(tmp_path) -> None:
+    """A 1 s keep-alive timeout and a 2.5 s hold: every connection is closed during the hold, none before it."""
+    code, record = run(tmp_path, "hardened", "--connections", "300", "--hold", "2.5",
+                       "--server-args", "--keep-alive-timeout 1")
+    assert code == 0
+    assert record["connections_open_at_hold_start"] == 300 and record["connections_open_after_hold"] == 0
+    metric = record["memory_metric"].lower()
+    growth_kib = (record[f"peak_{metric}_mib"] - record[f"baseline_{metric}_mib"]) * 1024
+    assert record["kib_per_connection"] == pytest.approx(growth_kib / 300, abs=0.2)  # MiB fields are rounded
+    assert record["started_utc"] <= record["finished_utc"]

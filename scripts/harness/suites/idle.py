@@ -10,11 +10,13 @@ timeout is shorter than the time it takes to open them all, e.g.
 `--server-args "--keep-alive-timeout 60"` for the hardened design). We then open the
 connections one after another, each asking for / once without Connection: close and
 reading the answer by its Content-Length: a connection whose answer does not say
-close is an idle keep-alive connection from then on. For --hold seconds we sample
-the RSS of the server's process group every 100 ms (system/resources.py) and time a
-probe client (a fresh connection, GET /, Connection: close) every 250 ms; at the end
-we count how many idle connections the server still holds. The record gives the
-RSS before and at its peak, the difference per connection held, and the probe's
+close is an idle keep-alive connection from then on. When all are open we count how
+many the server still holds (a keep-alive timeout shorter than the opening closes the
+first ones); for --hold seconds we sample the RSS and PSS of the server's process
+group every 100 ms (system/resources.py) and time a probe client (a fresh connection,
+GET /, Connection: close) every 250 ms; at the end we count again. The record gives
+the memory before and at its peak, the difference per connection open when the hold
+began (PSS where the kernel gives it, else RSS: `memory_metric`), and the probe's
 latencies; it is written atomically (by default under build/, never results/).
 
 Open files: each connection is a descriptor here and one in the server. This script
@@ -117,6 +119,7 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     refused: dict[str, int] = {}
     with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"],
                                  extra_arguments=server_args) as server:
+        started_utc = environment.utc_now()
         baseline = sample_group(server.process.pid)
         opening_started = time.monotonic()
         try:
@@ -130,6 +133,10 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
                 else:
                     held.append(conn)
             opening_seconds = time.monotonic() - opening_started
+            # The denominator of the memory per connection: what the server still holds when the hold
+            # (and the sampling of its peak) begins, not what was opened. A keep-alive timeout shorter
+            # than the opening took has closed the first ones already.
+            open_at_hold_start = sum(still_open(conn) for conn in held)
             latencies: list[float] = []
             failed_probes = 0
             with GroupSampler(server.process.pid) as sampler:
@@ -146,23 +153,31 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
             for conn in held:
                 conn.close()
         alive = server.alive()
-    extra_mib = (sampler.peak_rss - baseline.rss_bytes) / MIB
+    use_pss = sampler.peak_pss is not None and baseline.pss_bytes is not None
+    peak, before = (sampler.peak_pss, baseline.pss_bytes) if use_pss else (sampler.peak_rss, baseline.rss_bytes)
+    extra_mib = (peak - before) / MIB
     return {
         "design": design.name,
         "server_command": command,
         "connections_asked": connections,
         "connections_kept_alive": len(held),
         "connections_refused": refused,  # why each that did not stay open did not, and how many
+        "connections_open_at_hold_start": open_at_hold_start,
         "connections_open_after_hold": open_at_end,
         "opening_seconds": round(opening_seconds, 2),
         "hold_seconds": hold,
         "baseline_rss_mib": round(baseline.rss_bytes / MIB, 1),
         "peak_rss_mib": round(sampler.peak_rss / MIB, 1),
-        "kib_per_connection": round(extra_mib * 1024 / len(held), 2) if held else None,
+        "baseline_pss_mib": round(baseline.pss_bytes / MIB, 1) if use_pss else None,
+        "peak_pss_mib": round(sampler.peak_pss / MIB, 1) if use_pss else None,
+        "memory_metric": "PSS" if use_pss else "RSS",  # what kib_per_connection is the difference of
+        # (peak - before) / the connections open when the hold began: connections actually held.
+        "kib_per_connection": round(extra_mib * 1024 / open_at_hold_start, 2) if open_at_hold_start else None,
         "probe": {"requests": len(latencies), "failed": failed_probes, **summary_ms(latencies)},
         "server_alive_after": alive,
         "server_exit_code": server.exit_code,  # after its graceful stop: 0 expected
-        "measured_at": environment.utc_now(),
+        "started_utc": started_utc,
+        "finished_utc": environment.utc_now(),
         "environment": environment.describe_machine(pinning, {}),
     }
 
