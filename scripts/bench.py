@@ -16,7 +16,7 @@
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
-without it, a broken catalogue); 3 a bug in the harness (traceback printed; every process it
+without it, a broken catalogue, an open-files hard limit too low for the connections); 3 a bug in the harness (traceback printed; every process it
 started was stopped); 130 interrupted. `serve` instead exits with the design's own
 exit status once it is stopped (0 after a graceful stop).
 """
@@ -42,6 +42,7 @@ from harness.render import how_fast_tables, instructions_tables, site, survival 
 from harness.render.figures import FigureError  # noqa: E402
 from harness.suites import balance, hostile, how_fast, idle, instructions, plan, restart, runner  # noqa: E402
 from harness.system import launcher, processes  # noqa: E402
+from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORK_HELP = "iterations of simulated CPU work per request (designs with supports_work only)"
@@ -147,7 +148,7 @@ def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile.py):
+    """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile/):
     run, print the matrix, exit 1 when a design died or did not start."""
     path, record = hostile.run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs)
     print(survival.matrix_tables(record))
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError, FigureError, instructions.UnknownRowError) as error:
+            restart.RestartPlanError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ forever, at a full CPU. A loop whose accept task dies on the error stops accepti
 Each design here stops watching the listener for ACCEPT_BACKOFF instead, keeps serving what
 it holds, and accepts again after it (hostile case 15, issue 22).
 
-Each test starts the real server file under `prlimit --nofile=64:64` (hostile.launched, as the
+Each test starts the real server file under `prlimit --nofile=64:64` (hostile/run.py's launched, as the
 hostile suite does), holds more connections than that, measures the server's CPU while they
 are held, then closes some and checks that a new client is answered and the held ones too.
 """
@@ -24,7 +24,7 @@ import pytest
 from conftest import CATALOGUE
 from harness.clients import probe
 from harness.model.catalogue import Design
-from harness.suites import hostile
+from harness.suites.hostile import run
 
 OPEN_FILES = 64  # the server's RLIMIT_NOFILE, soft and hard
 HELD = 80  # connections opened and held: more than the server can accept; the rest wait in its backlog (128)
@@ -57,7 +57,7 @@ def answer_on(conn: socket.socket) -> probe.RawResponse:
 
 @pytest.mark.parametrize("design", PAUSING, ids=lambda design: design.name)
 def test_out_of_file_descriptors_the_server_pauses_accepting_then_recovers(design: Design, tmp_path) -> None:
-    with hostile.launched(design, {"delay": 0.0}, tmp_path, open_files=OPEN_FILES) as server:
+    with run.launched(design, {"delay": 0.0}, tmp_path, open_files=OPEN_FILES) as server:
         host, port, pid = server.target_host, server.target_port, server.process.pid
         with contextlib.ExitStack() as held_open:
             held = [held_open.enter_context(socket.create_connection((host, port), timeout=5)) for _ in range(HELD)]

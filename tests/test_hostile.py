@@ -1,4 +1,4 @@
-"""The hostile suite (scripts/harness/suites/hostile.py): each case's verdict, proven both ways.
+"""The hostile suite (scripts/harness/suites/hostile/): each case's verdict, proven both ways.
 
 Every case kind runs against two tiny servers (tests/hostile_servers.py): `good` does
 what the case's robust answer asks, `bad` does the classic wrong thing. A case whose
@@ -19,12 +19,13 @@ import pytest
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.render import site, survival
-from harness.suites import hostile
+from harness.suites.hostile import cases, run
+from harness.system import processes
 
 from conftest import CATALOGUE
 
 TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
-SUITE = hostile.load_suite()
+SUITE = cases.load_suite()
 # Short bounds and small counts: the tiny servers time out within 1 s.
 SETTINGS = {**SUITE.run_settings(quick=True), "bound": 2.5, "short_bound": 2.5, "idle_connections": 20,
             "slowloris_connections": 5, "resets": 20, "emfile_nofile": 64, "emfile_connections": 80,
@@ -32,35 +33,35 @@ SETTINGS = {**SUITE.run_settings(quick=True), "bound": 2.5, "short_bound": 2.5, 
 
 
 def tiny_design(behaviour: str) -> Design:
-    """A catalogue-shaped entry for a tiny test server, so hostile.launched starts it like any design."""
+    """A catalogue-shaped entry for a tiny test server, so run.launched starts it like any design."""
     return Design(name=f"tiny-{behaviour}", title=behaviour, kind="http", file=str(TEST_SERVERS.relative_to(REPO_ROOT)),
                   page="", model="test", concurrent=True, reproduces=[],
                   command=["{python}", "{file}", behaviour, "--host", "{host}", "--port", "{port}"])
 
 
 @contextlib.contextmanager
-def tiny(behaviour: str, tmp_path: Path, open_files: int | None = None) -> Iterator[hostile.Server]:
-    with hostile.launched(tiny_design(behaviour), SETTINGS, tmp_path / behaviour, open_files=open_files) as server:
+def tiny(behaviour: str, tmp_path: Path, open_files: int | None = None) -> Iterator[run.Server]:
+    with run.launched(tiny_design(behaviour), SETTINGS, tmp_path / behaviour, open_files=open_files) as server:
         yield server
 
 
-def case(case_id: str) -> hostile.Case:
+def case(case_id: str) -> cases.Case:
     return SUITE.select([case_id])[0]
 
 
-def play(server: hostile.Server, case_id: str) -> list[hostile.Variant]:
-    target = hostile.Target(server.target_host, server.target_port, server.process.pid, SETTINGS)
-    return hostile.CASE_KINDS[case(case_id).kind](target, case(case_id))
+def play(server: run.Server, case_id: str) -> list[cases.Variant]:
+    target = cases.Target(server.target_host, server.target_port, server.process.pid, SETTINGS)
+    return cases.CASE_KINDS[case(case_id).kind](target, case(case_id))
 
 
 @pytest.fixture(scope="module")
-def good(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hostile.Server]:
+def good(tmp_path_factory: pytest.TempPathFactory) -> Iterator[run.Server]:
     with tiny("good", tmp_path_factory.mktemp("good")) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def bad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hostile.Server]:
+def bad(tmp_path_factory: pytest.TempPathFactory) -> Iterator[run.Server]:
     with tiny("bad", tmp_path_factory.mktemp("bad")) as server:
         yield server
 
@@ -72,37 +73,37 @@ VARIANT_CASES = ["dribble", "pipelined", "long-request-line", "large-head", "mal
 
 
 @pytest.mark.parametrize("case_id", VARIANT_CASES)
-def test_the_good_server_gives_every_robust_answer(good: hostile.Server, case_id: str) -> None:
+def test_the_good_server_gives_every_robust_answer(good: run.Server, case_id: str) -> None:
     variants = play(good, case_id)
     assert variants and all(variant.passed for variant in variants), [variant.to_json() for variant in variants]
 
 
 @pytest.mark.parametrize("case_id", VARIANT_CASES)
-def test_the_bad_server_fails_every_case(bad: hostile.Server, case_id: str) -> None:
+def test_the_bad_server_fails_every_case(bad: run.Server, case_id: str) -> None:
     variants = play(bad, case_id)
     assert any(not variant.passed for variant in variants), [variant.to_json() for variant in variants]
 
 
-def test_a_refusal_after_a_timeout_is_not_at_once(bad: hostile.Server) -> None:
+def test_a_refusal_after_a_timeout_is_not_at_once(bad: run.Server) -> None:
     """Random bytes without a blank line: the bad server waits; the suite says so, not just 'open'."""
     [random_bytes] = [variant for variant in play(bad, "malformed-request-line") if variant.name.startswith("4 KiB")]
     assert (random_bytes.passed, random_bytes.status) == (False, "open")
 
 
-def test_the_slow_reader_needs_big_and_says_when_it_is_missing(good: hostile.Server, tmp_path: Path) -> None:
+def test_the_slow_reader_needs_big_and_says_when_it_is_missing(good: run.Server, tmp_path: Path) -> None:
     [variant] = play(good, "slow-reader")
     assert variant.applicable and variant.status == "200"
-    with hostile.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as without_big:
+    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as without_big:
         [missing] = play(without_big, "slow-reader")
     if missing.applicable:
         pytest.skip("sequential-sockets answers GET /big now: nothing left to show missing")
     assert (missing.status, missing.note) == ("n/a", "not applicable: no /big (1 MiB) on this design")
 
 
-def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: hostile.Server,
-                                                                          bad: hostile.Server) -> None:
-    robust = hostile.run_case(good, case("reset"), SETTINGS)
-    leaky = hostile.run_case(bad, case("reset"), SETTINGS)
+def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: run.Server,
+                                                                          bad: run.Server) -> None:
+    robust = run.run_case(good, case("reset"), SETTINGS)
+    leaky = run.run_case(bad, case("reset"), SETTINGS)
     assert (robust["verdict"], robust["fds_leaked"]) == ("robust", 0), robust
     assert leaky["fds_leaked"] > 0 and leaky["verdict"] == "weak", leaky
 
@@ -111,24 +112,24 @@ def test_emfile_pauses_on_the_good_server_and_spins_on_the_bad(tmp_path: Path) -
     results = {}
     for behaviour in ("good", "bad"):
         with tiny(behaviour, tmp_path, open_files=SETTINGS["emfile_nofile"]) as server:
-            results[behaviour] = hostile.run_case(server, case("emfile"), SETTINGS)
+            results[behaviour] = run.run_case(server, case("emfile"), SETTINGS)
     assert results["good"]["verdict"] == "robust", results["good"]
     assert results["bad"]["robust"] is False and "busy loop" in results["bad"]["variants"][0]["note"], results["bad"]
 
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
     """The probe client waits behind the slowloris connections of a one-at-a-time design."""
-    with hostile.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as server:
+    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS, tmp_path) as server:
         # The connections trickle for 5 s: well past the probe's 2 s, which starts 0.5 s in.
-        result = hostile.run_case(server, case("slowloris"), {**SETTINGS, "bound": 5.0})
+        result = run.run_case(server, case("slowloris"), {**SETTINGS, "bound": 5.0})
     assert result["verdict"] == "stalled" and result["probe_during"]["status"] is None, result
     assert result["probe_after"]["status"] == 200  # serving resumed once the connections closed
 
 
 def test_a_design_that_dies_is_recorded_with_its_stderr_and_the_run_goes_on(tmp_path: Path) -> None:
     """thread-per-connection crashes on EMFILE in accept(); the suite records it and carries on."""
-    subject = hostile.Subject(CATALOGUE.design("thread-per-connection"))
-    record = hostile.run_subject(subject, [case("emfile"), case("half-close")], SETTINGS, tmp_path, lambda _: None)
+    subject = run.Subject(CATALOGUE.design("thread-per-connection"))
+    record = run.run_subject(subject, [case("emfile"), case("half-close")], SETTINGS, tmp_path, lambda _: None)
     by_case = {result["case"]: result for result in record["cases"]}
     if by_case["emfile"]["alive"]:
         pytest.skip("thread-per-connection survives EMFILE now")
@@ -138,13 +139,13 @@ def test_a_design_that_dies_is_recorded_with_its_stderr_and_the_run_goes_on(tmp_
 
 
 def group_alive(pgid: int) -> bool:
-    return hostile.group_counts(pgid) != (0, 0)
+    return processes.group_counts(pgid) != (0, 0)
 
 
 def test_the_suite_leaves_no_process_behind(tmp_path: Path) -> None:
     """Two designs (one behind nginx), two cases: every process group is gone afterwards, the record is written."""
     started: list[int] = []
-    launched = hostile.launched
+    launched = run.launched
 
     @contextlib.contextmanager
     def watched(*args, **kwargs):  # noqa: ANN002, ANN003 - records the groups it starts
@@ -154,13 +155,13 @@ def test_the_suite_leaves_no_process_behind(tmp_path: Path) -> None:
                 started.append(server.proxy.process.pid)
             yield server
 
-    hostile.launched = watched
+    run.launched = watched
     try:
-        path, record = hostile.run_suite(CATALOGUE, ["asyncio-streams", "sequential-sockets+nginx"],
+        path, record = run.run_suite(CATALOGUE, ["asyncio-streams", "sequential-sockets+nginx"],
                                          ["reset", "12"], quick=True, out_dir=tmp_path / "out",
-                                         suite=hostile.Suite({**SETTINGS}, {}, SUITE.cases), log_root=tmp_path)
+                                         suite=cases.Suite({**SETTINGS}, {}, SUITE.cases), log_root=tmp_path)
     finally:
-        hostile.launched = launched
+        run.launched = launched
     assert len(started) == 3
     assert not [pgid for pgid in started if group_alive(pgid)]
     assert path == tmp_path / "out" / "hostile.json"
@@ -181,7 +182,7 @@ def test_a_case_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
     broken.write_text('[[case]]\nnumber = 1\nid = "x"\ntitle = "x"\nrobust = "x"\nwild = "x"\nreference = "x"\n'
                       'kind = "teleport"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="kind 'teleport'"):
-        hostile.load_suite(broken)
+        cases.load_suite(broken)
 
 
 def test_unknown_cases_and_non_http_designs_are_bad_input() -> None:
@@ -190,8 +191,8 @@ def test_unknown_cases_and_non_http_designs_are_bad_input() -> None:
     with pytest.raises(UnknownNameError):
         SUITE.select(["99"])
     with pytest.raises(UnknownNameError):
-        hostile.subjects_for(CATALOGUE, ["threaded-echo"], SETTINGS)
-    assert [subject.name for subject in hostile.subjects_for(CATALOGUE, ["uvicorn+nginx"], SETTINGS)] == ["uvicorn+nginx"]
+        run.subjects_for(CATALOGUE, ["threaded-echo"], SETTINGS)
+    assert [subject.name for subject in run.subjects_for(CATALOGUE, ["uvicorn+nginx"], SETTINGS)] == ["uvicorn+nginx"]
 
 
 def test_bench_hostile_exits_2_on_an_unknown_case() -> None:

@@ -185,3 +185,20 @@ def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,
         if process.poll() is None:  # KeyboardInterrupt or any other escape
             stop_process_group(process, grace=1.0)
     return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
+
+
+def group_counts(pgid: int) -> tuple[int, int]:
+    """Open file descriptors and threads, summed over every process of the group (Linux: /proc)."""
+    fds = threads = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:  # pgrp, after the command name
+                continue
+            fds += len(os.listdir(f"/proc/{entry}/fd"))
+            threads += len(os.listdir(f"/proc/{entry}/task"))
+        except (OSError, ValueError):
+            continue  # it ended while we looked
+    return fds, threads

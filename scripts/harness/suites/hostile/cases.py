@@ -1,0 +1,385 @@
+"""The hostile cases: the catalogue (scripts/catalogue/hostile/cases.toml) read into Case objects, and each kind.
+
+A case names a `kind`; the kind is one function here (CASE_KINDS) that opens its
+connections through clients/raw_http.py, sends its bytes, reads what comes back and judges
+it against the case's robust answer, one Variant per connection or group of connections.
+What the harness measures around every case (probes, leaks, a death) is run.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.clients import raw_http
+from harness.model.catalogue import CATALOGUE_DIR, UnknownNameError
+from harness.system import processes
+from harness.system.resources import GroupSampler
+
+CASES_FILE = CATALOGUE_DIR / "hostile" / "cases.toml"
+
+
+# --- the catalogue of cases -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    number: int
+    id: str
+    title: str
+    robust: str
+    wild: str
+    reference: str
+    kind: str
+    parameters: dict[str, Any] = field(default_factory=dict)  # everything else the case's table says
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.parameters.get(key, default)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"number": self.number, "id": self.id, "title": self.title, "robust": self.robust,
+                "wild": self.wild, "reference": self.reference, "kind": self.kind, **self.parameters}
+
+
+@dataclass(frozen=True)
+class Suite:
+    settings: dict[str, Any]
+    quick: dict[str, Any]
+    cases: list[Case]
+
+    def run_settings(self, quick: bool) -> dict[str, Any]:
+        return {**self.settings, **self.quick} if quick else dict(self.settings)
+
+    def select(self, names: list[str] | None) -> list[Case]:
+        """Cases by number or id, in the catalogue's order; every case when none is given."""
+        if not names:
+            return list(self.cases)
+        known = {str(case.number): case for case in self.cases} | {case.id: case for case in self.cases}
+        for name in names:
+            if name not in known:
+                raise UnknownNameError("hostile case", name, [case.id for case in self.cases])
+        wanted = {known[name].id for name in names}
+        return [case for case in self.cases if case.id in wanted]
+
+
+def load_suite(path: Path = CASES_FILE) -> Suite:
+    """Read the cases; every kind must have an implementation, numbers and ids must be unique."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    settings = dict(data.get("suite", {}))
+    quick = settings.pop("quick", {})
+    cases = []
+    for entry in data.get("case", []):
+        named = {key: entry[key] for key in ("number", "id", "title", "robust", "wild", "reference", "kind")}
+        case = Case(**named, parameters={key: value for key, value in entry.items() if key not in named})
+        if case.kind not in CASE_KINDS:
+            raise ValueError(f"{path}: case {case.id!r} has kind {case.kind!r}; known kinds: {', '.join(CASE_KINDS)}")
+        cases.append(case)
+    for attribute in ("number", "id"):
+        values = [getattr(case, attribute) for case in cases]
+        if len(set(values)) != len(values):
+            raise ValueError(f"{path}: a case {attribute} is listed twice")
+    return Suite(settings, quick, sorted(cases, key=lambda case: case.number))
+
+
+# --- the cases ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    """Where the hostile client connects, and the server behind it (for cases that measure it)."""
+
+    host: str
+    port: int
+    pgid: int
+    settings: dict[str, Any]
+
+    def connect(self, timeout: float = 2.0) -> socket.socket:
+        return raw_http.connect(self.host, self.port, timeout)
+
+    def held(self, count: int) -> contextlib.AbstractContextManager[tuple[list[socket.socket], int]]:
+        """`count` connections opened at once, and how many never connected; all closed on the way out."""
+        return raw_http.held_connections(self.host, self.port, count)
+
+
+@dataclass
+class Variant:
+    """One connection's (or one group of connections') outcome within a case."""
+
+    name: str
+    passed: bool
+    status: str  # what the cell shows: "400", "open", "reset", "0.9", "100→405", "n/a"
+    seconds: float | None = None  # time to close, from the last byte sent
+    note: str = ""
+    applicable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "status": self.status,
+                "seconds_to_close": None if self.seconds is None else round(self.seconds, 3),
+                "note": self.note, "applicable": self.applicable}
+
+
+def status_label(statuses: list[int], reading: raw_http.Reading) -> str:
+    if statuses:
+        return "→".join("0.9" if status == 0 else str(status) for status in statuses)
+    return {"eof": "closed", "reset": "reset", "open": "open"}[reading.ended]
+
+
+def build_request(variant: dict[str, Any]) -> bytes:
+    if "random_bytes" in variant:
+        return random.Random(variant.get("seed", 9)).randbytes(variant["random_bytes"])
+    filler = variant.get("filler", "") * variant.get("filler_count", 0)
+    return variant["request"].replace("{filler}", filler).encode("latin-1")
+
+
+def exchange_case(target: Target, case: Case) -> list[Variant]:
+    """Send each variant's bytes on its own connection, read the answer, judge it."""
+    results = []
+    for variant in case.get("variant", []):
+        expect = variant.get("expect", case.get("expect", []))
+        accept = variant.get("accept", [])
+        answer_within = case.get("answer_within")
+        payload = build_request(variant)
+        bound = target.settings["bound"]
+        with contextlib.closing(target.connect()) as conn:
+            conn.settimeout(bound)
+            try:
+                interval = case.get("dribble_interval")
+                if interval:
+                    for index in range(len(payload)):
+                        conn.sendall(payload[index:index + 1])
+                        time.sleep(interval)
+                else:
+                    conn.sendall(payload)
+                if case.get("half_close"):
+                    conn.shutdown(socket.SHUT_WR)
+            except OSError as error:
+                # The server may refuse before reading it all: a reset then is fine, read what it said.
+                note = f"sending stopped: {type(error).__name__}"
+            else:
+                note = ""
+            sent = time.monotonic()
+            # A refusal must also close (stop at the close); an accepted request may keep the connection.
+            reading = raw_http.read_answer(conn, sent, sent + bound, until_complete=lambda statuses: statuses[-1] < 400)
+        statuses, _ = raw_http.responses(reading.data)
+        final = [status for status in statuses if not 100 <= status < 200]
+        status = final[-1] if final else None
+        robust = status in expect or status in accept
+        problems = []
+        if not robust:
+            problems.append(f"expected {' or '.join(map(str, expect))}")
+        if robust and status is not None and status >= 400 and reading.ended == "open":
+            robust, _ = False, problems.append("refused but left the connection open")
+        if robust and answer_within and (reading.first_byte_seconds or 0) > answer_within:
+            robust, _ = False, problems.append(f"answered after {reading.first_byte_seconds:.1f} s: a timeout, "
+                                               "not the parser")
+        if status in accept and status not in expect and variant.get("note"):
+            problems.append(variant["note"])
+        results.append(Variant(variant["name"], robust, status_label(statuses, reading), reading.seconds,
+                               "; ".join(filter(None, [note, *problems]))))
+    return results
+
+
+def pipelined_case(target: Target, case: Case) -> list[Variant]:
+    """N requests in one segment: all answered, or the first answered and the connection closed cleanly."""
+    results = []
+    bound = target.settings["bound"]
+    for count in case.get("counts", [2]):
+        request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        with contextlib.closing(target.connect()) as conn:
+            conn.sendall(request * count)
+            sent = time.monotonic()
+            reading = raw_http.read_answer(conn, sent, sent + bound,
+                                  until_complete=lambda statuses, count=count: len(statuses) >= count)
+        statuses, complete = raw_http.responses(reading.data)
+        answered = max(0, len(statuses) if complete else len(statuses) - 1)
+        if answered >= count and all(status == 200 for status in statuses[:count]):
+            passed, note = True, f"all {count} answered"
+        elif answered >= 1 and statuses[0] == 200 and reading.ended in ("eof", "reset"):
+            passed = True
+            note = f"{answered} of {count} answered, then {'closed' if reading.ended == 'eof' else 'reset'}"
+        elif reading.ended == "open":
+            passed, note = False, f"{answered} of {count} answered, then a hang"
+        else:
+            passed, note = False, f"{reading.ended} before the first answer"
+        results.append(Variant(f"{count} pipelined", passed, f"{answered}×{statuses[0] if statuses else '–'}",
+                               reading.seconds, note))
+    return results
+
+
+def body_stall_case(target: Target, case: Case) -> list[Variant]:
+    """A head promising 100,000 bytes, 10 of them, then silence: the server must close within its timeout."""
+    bound = target.settings["bound"]
+    with contextlib.closing(target.connect()) as conn:
+        conn.sendall(build_request(case.parameters))
+        sent = time.monotonic()
+        reading = raw_http.read_answer(conn, sent, sent + bound)
+    statuses, _ = raw_http.responses(reading.data)
+    passed = reading.ended != "open"
+    note = "" if passed else f"still open after {bound:g} s"
+    return [Variant("stalled body", passed, status_label(statuses, reading), reading.seconds, note)]
+
+
+def summarise_closes(name: str, readings: dict[socket.socket, raw_http.Reading], refused: int, bound: float) -> Variant:
+    closed = [reading for reading in readings.values() if reading.ended != "open"]
+    statuses = sorted({status for reading in readings.values() for status in raw_http.responses(reading.data)[0]})
+    label = "/".join(str(status) for status in statuses) or ("closed" if closed else "open")
+    slowest = max((reading.seconds or 0 for reading in closed), default=None)
+    passed = bool(readings) and len(closed) == len(readings)
+    note = f"{len(closed)} of {len(readings)} closed within {bound:g} s"
+    if refused:
+        note += f"; {refused} never connected (listen backlog full)"
+    return Variant(name, passed, label, slowest, note)
+
+
+def slowloris_case(target: Target, case: Case) -> list[Variant]:
+    """Many connections, each sending a header line every `interval` s and never the blank line."""
+    count = target.settings["slowloris_connections"]
+    bound = target.settings["bound"]
+    with target.held(count) as (connections, refused):
+        started = time.monotonic()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        readings = raw_http.watch_closes(connections, started, started + bound, every=case.get("interval", 0.5),
+                                         send=b"X-Slow: a\r\n")
+    return [summarise_closes(f"{count} trickling", readings, refused, bound)]
+
+
+def idle_case(target: Target, case: Case) -> list[Variant]:
+    """Many connections that send nothing at all."""
+    count = target.settings["idle_connections"]
+    bound = target.settings["bound"]
+    with target.held(count) as (connections, refused):
+        started = time.monotonic()
+        readings = raw_http.watch_closes(connections, started, started + bound)
+    return [summarise_closes(f"{count} silent", readings, refused, bound)]
+
+
+def reset_case(target: Target, case: Case) -> list[Variant]:
+    """Reset right after the request, many times; then reset during the simulated call (the harness counts leaks)."""
+    request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    failures = 0
+    for _ in range(target.settings["resets"]):
+        try:
+            conn = target.connect()
+            conn.sendall(request)
+            raw_http.reset(conn)
+        except OSError:
+            failures += 1
+    for _ in range(case.get("gone_during_call", 5)):
+        try:
+            conn = target.connect()
+            conn.sendall(request)
+            time.sleep(target.settings["delay"] / 2)  # inside the simulated call
+            raw_http.reset(conn)
+        except OSError:
+            failures += 1
+    note = f"{failures} connections could not be made" if failures else ""
+    return [Variant(f"{target.settings['resets']} resets", True, "reset", None, note)]
+
+
+def slow_reader_case(target: Target, case: Case) -> list[Variant]:
+    """GET /big, read 1 KiB, then read nothing for a while (the probe runs meanwhile); then see what still arrives."""
+    size = target.settings["big_bytes"]
+    try:
+        with contextlib.closing(target.connect(timeout=5)) as conn:
+            conn.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            sent = time.monotonic()
+            reading = raw_http.read_answer(conn, sent, sent + 5, until_complete=lambda statuses: True)
+        statuses, complete = raw_http.responses(reading.data)
+        length = len(reading.data) - reading.data.find(b"\r\n\r\n") - 4
+        has_big = complete and statuses == [200] and length == size
+    except OSError:
+        has_big = False
+    if not has_big:
+        return [Variant("slow reader", True, "n/a", None, "not applicable: no /big (1 MiB) on this design",
+                        applicable=False)]
+    bound = target.settings["bound"]
+    conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with contextlib.closing(conn):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server must wait for us
+        conn.settimeout(5)
+        conn.connect((target.host, target.port))
+        conn.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        sent = time.monotonic()
+        first = conn.recv(1024)
+        stall = target.settings.get("slow_reader_stall", bound)
+        time.sleep(stall)  # the stall: the probe runs meanwhile
+        rest = raw_http.read_answer(conn, sent, time.monotonic() + 5)
+    received = len(first) + len(rest.data)
+    gave_up = received < size
+    note = (f"the server gave up: {received:,} of {size:,} bytes sent" if gave_up
+            else f"all {size:,} bytes arrived after a {stall:g} s stall (held in kernel buffers or waited for)")
+    return [Variant("stalled reader", True, "200", None, note)]
+
+
+def emfile_case(target: Target, case: Case) -> list[Variant]:
+    """Hold more connections than the server's open-files limit; its CPU must stay low meanwhile."""
+    hold = target.settings["emfile_hold"]
+    with target.held(target.settings["emfile_connections"]) as (connections, refused):
+        time.sleep(0.3)  # let the server hit the limit
+        with GroupSampler(target.pgid) as sampler:
+            time.sleep(hold)
+        held_fds, _ = processes.group_counts(target.pgid)
+        cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
+            if sampler.first and sampler.last else 0.0
+    share = cpu / hold
+    busy = share > case.get("busy_cpu_share", 0.5)
+    note = (f"{share:.0%} of a CPU while {len(connections)} connections were held past the limit"
+            + (" (a busy loop)" if busy else ""))
+    note += f"; the server held {held_fds} descriptors (limit {target.settings['emfile_nofile']} each process)"
+    if refused:
+        note += f"; {refused} never connected"
+    return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note)]
+
+
+def expect_continue_case(target: Target, case: Case) -> list[Variant]:
+    """Announce a 10 MiB body with Expect: 100-continue; send it only after 100 (as curl does, or after 1 s)."""
+    size, wait = case.get("body_bytes", 10 * 2**20), case.get("wait_for_interim", 1.0)
+    bound = target.settings["bound"]
+    head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {size}\r\n"
+            "Expect: 100-continue\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+    with contextlib.closing(target.connect()) as conn:
+        conn.sendall(head)
+        sent = time.monotonic()
+        first = raw_http.read_answer(conn, sent, sent + wait, until_complete=lambda statuses: True)
+        statuses, _ = raw_http.responses(first.data)
+        if statuses and not 100 <= statuses[0] < 200 and statuses[0] >= 400:
+            rest = raw_http.read_answer(conn, sent, sent + bound) if first.ended == "open" else first
+            return [Variant("10 MiB announced", True, status_label(statuses, rest), rest.seconds,
+                            "a final refusal without reading the body")]
+        interim = bool(statuses) and statuses[0] == 100
+        deadline = sent + bound
+        chunk = b"x" * 65536
+        conn.settimeout(bound)
+        body_sent = 0
+        with contextlib.suppress(OSError):
+            while body_sent < size and time.monotonic() < deadline:
+                conn.sendall(chunk)
+                body_sent += len(chunk)
+        rest = raw_http.read_answer(conn, sent, deadline, until_complete=lambda statuses: statuses[-1] >= 200)
+    all_statuses, _ = raw_http.responses(first.data + rest.data)
+    final = [status for status in all_statuses if status >= 200]
+    passed = interim and bool(final)
+    note = ("100 Continue, then the final status" if passed else
+            "no 100 Continue within 1 s: the client waited, then sent the body" if not interim else "no final status")
+    return [Variant("10 MiB announced", passed, status_label(all_statuses, rest), rest.seconds, note)]
+
+
+CASE_KINDS: dict[str, Callable[[Target, Case], list[Variant]]] = {
+    "exchange": exchange_case,
+    "pipelined": pipelined_case,
+    "body-stall": body_stall_case,
+    "slowloris": slowloris_case,
+    "idle": idle_case,
+    "reset": reset_case,
+    "slow-reader": slow_reader_case,
+    "emfile": emfile_case,
+    "expect-continue": expect_continue_case,
+}
