@@ -21,6 +21,9 @@ for command in "${!package_for[@]}"; do
 done
 # nginx's echo module (echo_sleep) is a file, not a command.
 [ -e /usr/lib/nginx/modules/ngx_http_echo_module.so ] || missing+=(libnginx-mod-http-echo)
+# PostgreSQL's server programs (initdb, pg_ctl, postgres) are not on PATH in Debian: they live in a versioned
+# directory. scripts/harness/system/postgres.py starts a scratch cluster with them (the database designs).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
