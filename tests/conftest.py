@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from harness.model.catalogue import Design, load_catalogue
@@ -16,6 +19,7 @@ from harness.system import launcher, processes
 
 CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
+T = TypeVar("T")
 
 
 def tcp_sockets_on(port: int) -> list[list[str]]:
@@ -34,6 +38,35 @@ def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -
     workdir = tmp_path / (f"{design.name}-work-{work}" if work else design.name)
     with launcher.running_design(design, port, delay, workdir, work=work) as server:
         yield server
+
+
+def first_line_served(design_file: str, port: int) -> str:
+    """Start a design file by hand with only --port (its default host) and return the first line it prints."""
+    process = subprocess.Popen([sys.executable, design_file, "--port", str(port)], stdout=subprocess.PIPE,
+                               text=True, cwd=REPO_ROOT, start_new_session=True)
+    try:
+        return process.stdout.readline()
+    finally:
+        processes.stop_process_group(process)
+        process.stdout.close()
+
+
+def all_at_once(count: int, ask: Callable[[], T]) -> tuple[float, list[T]]:
+    """Call `ask` from `count` threads released together; the wall time until the last answer, and the answers."""
+    answers: list[T] = []
+    barrier = threading.Barrier(count)
+
+    def one() -> None:
+        barrier.wait()
+        answers.append(ask())
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    started_at = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return time.monotonic() - started_at, answers
 
 
 @pytest.fixture(params=HTTP_DESIGNS, ids=lambda design: design.name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.system import processes
 
-from conftest import CATALOGUE, HTTP_DESIGNS, started
+from conftest import CATALOGUE, HTTP_DESIGNS, all_at_once, first_line_served, started
 
 EXPECTED_BODY_MARK = b"<h1>Hello from a Python server</h1>"
 
@@ -144,32 +143,12 @@ def test_the_default_host_is_loopback(http_design: Design) -> None:
     if http_design.command[:2] != ["{python}", "{file}"]:
         pytest.skip("not one of our Python files: the harness passes --host explicitly")
     port = processes.free_port()
-    process = subprocess.Popen([sys.executable, http_design.file, "--port", str(port)], stdout=subprocess.PIPE,
-                               text=True, cwd=REPO_ROOT, start_new_session=True)
-    try:
-        first_line = process.stdout.readline()
-    finally:
-        processes.stop_process_group(process)
-        process.stdout.close()
-    assert first_line.startswith(f"Serving on http://127.0.0.1:{port}/")
+    assert first_line_served(http_design.file, port).startswith(f"Serving on http://127.0.0.1:{port}/")
 
 
 def simultaneous_gets(host: str, port: int, count: int) -> tuple[float, list[int]]:
     """Open `count` requests at the same moment; return the wall time until the last answer, and the statuses."""
-    statuses: list[int] = []
-    barrier = threading.Barrier(count)
-
-    def one() -> None:
-        barrier.wait()
-        statuses.append(probe.get(host, port, timeout=30).status)
-
-    threads = [threading.Thread(target=one) for _ in range(count)]
-    started_at = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return time.monotonic() - started_at, statuses
+    return all_at_once(count, lambda: probe.get(host, port, timeout=30).status)
 
 
 def test_the_concurrency_claim_of_the_page(http_design: Design, tmp_path) -> None:

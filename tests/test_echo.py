@@ -28,7 +28,7 @@ from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.system import processes
 
-from conftest import CATALOGUE, started
+from conftest import CATALOGUE, first_line_served, started
 
 ECHO_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "echo"]
 GRACEFUL_DESIGNS = [design for design in ECHO_DESIGNS if design.extra.get("finishes_in_flight", True)]
@@ -129,14 +129,7 @@ def read_until_closed(conn: socket.socket) -> bytes:
 
 def test_the_default_host_is_loopback(echo_design: Design) -> None:
     port = processes.free_port()
-    process = subprocess.Popen([sys.executable, echo_design.file, "--port", str(port)], stdout=subprocess.PIPE,
-                               text=True, cwd=REPO_ROOT, start_new_session=True)
-    try:
-        first_line = process.stdout.readline()
-    finally:
-        processes.stop_process_group(process)
-        process.stdout.close()
-    assert first_line.startswith(f"Serving on tcp://127.0.0.1:{port}/")
+    assert first_line_served(echo_design.file, port).startswith(f"Serving on tcp://127.0.0.1:{port}/")
 
 
 # --- stopping ---------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.system import processes
 
-from conftest import CATALOGUE, started
+from conftest import CATALOGUE, all_at_once, started
 from servers import asgi_app, sequential_sockets, wsgi_app
 
 REAL_SERVERS = ["nginx", "gunicorn-sync", "gunicorn-gevent", "waitress", "uvicorn",
@@ -262,21 +262,8 @@ def test_granian_exits_1_when_its_worker_hears_the_stop_signal_before_its_main_p
 
 def simultaneous_statuses(host: str, port: int, count: int) -> tuple[float, list[int | None]]:
     """`count` GETs started together; the wall time until the last answer, and the statuses."""
-    statuses: list[int | None] = []
-    barrier = threading.Barrier(count)
     request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-
-    def one() -> None:
-        barrier.wait()
-        statuses.append(answer_status(host, port, request))
-
-    threads = [threading.Thread(target=one) for _ in range(count)]
-    started_at = time.monotonic()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    return time.monotonic() - started_at, statuses
+    return all_at_once(count, lambda: answer_status(host, port, request))
 
 
 def test_waitress_runs_as_many_requests_at_once_as_it_has_threads(tmp_path) -> None:
