@@ -75,18 +75,21 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
-    process = launcher.started_design(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
-                                      work=args.work,
-                                      announce=lambda command: print("$ " + shlex.join(command), file=sys.stderr,
-                                                                     flush=True))
-    try:
-        status = process.wait()
-    except KeyboardInterrupt:
-        # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
-        status = launcher.stop_design(process, design)
-        print(f"{design.name} stopped on {design.stop_signal.name}: exit status {status}", file=sys.stderr)
-    finally:
-        launcher.stop_design(process, design)  # nothing left if it ended already
+    with launcher.database_for([design]) as database:  # a scratch PostgreSQL for a design that talks to one
+        if database:
+            print(f"scratch PostgreSQL (stopped with the design): {database}", file=sys.stderr, flush=True)
+        process = launcher.started_design(design, args.port, args.delay, launcher.LOG_DIR / "serve" / design.name,
+                                          work=args.work, database=database,
+                                          announce=lambda command: print("$ " + shlex.join(command), file=sys.stderr,
+                                                                         flush=True))
+        try:
+            status = process.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C reaches only us (the server has its own session): pass on the design's graceful stop.
+            status = launcher.stop_design(process, design)
+            print(f"{design.name} stopped on {design.stop_signal.name}: exit status {status}", file=sys.stderr)
+        finally:
+            launcher.stop_design(process, design)  # nothing left if it ended already
     return status if status >= 0 else 128 - status  # killed by signal N: 128 + N, as a shell reports it
 
 
@@ -99,7 +102,8 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
         return EXIT_FAILED
     port = processes.free_port()
     workdir = launcher.LOG_DIR / "check" / design.name
-    with launcher.running_design(design, port, args.delay, workdir, work=args.work) as server:
+    with launcher.database_for([design]) as database, \
+            launcher.running_design(design, port, args.delay, workdir, work=args.work, database=database) as server:
         print("$ " + shlex.join(server.command), file=sys.stderr, flush=True)
         verification = verify.verify(design, server.host, server.port, keep_alive=args.keep_alive)
         if design.kind in verify.HTTP_KINDS and not args.keep_alive:

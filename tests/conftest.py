@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 from harness.model.catalogue import Design, load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.system import launcher, processes
+from harness.system import launcher, postgres, processes
 
 CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
@@ -31,12 +31,38 @@ def tcp_sockets_on(port: int) -> list[list[str]]:
     return [fields for fields in (row.split() for row in rows) if int(fields[1].rsplit(":", 1)[1], 16) == port]
 
 
+# The scratch PostgreSQL of the designs that talk to one (launcher.needs_database): started by the first
+# test in this pytest process that starts such a design, stopped when the session ends.
+_DATABASE = contextlib.ExitStack()
+_DSN: list[str] = []
+
+
+def database_dsn() -> str:
+    """The DSN of this pytest process's scratch PostgreSQL (system/postgres.py), started on first use."""
+    if not _DSN:
+        _DSN.append(_DATABASE.enter_context(postgres.scratch_cluster()).dsn)
+    return _DSN[0]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database_stopped_after_the_session() -> Iterator[None]:
+    """Stop the scratch PostgreSQL, if a test started one, when the session ends (failures and Ctrl-C too)."""
+    try:
+        yield
+    finally:
+        _DATABASE.close()
+
+
 @contextlib.contextmanager
 def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -> Iterator[processes.RunningServer]:
-    """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit."""
+    """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit.
+
+    A design that talks to PostgreSQL gets the scratch cluster's DSN (database_dsn).
+    """
     port = processes.free_port()
     workdir = tmp_path / (f"{design.name}-work-{work}" if work else design.name)
-    with launcher.running_design(design, port, delay, workdir, work=work) as server:
+    database = database_dsn() if launcher.needs_database(design) else None
+    with launcher.running_design(design, port, delay, workdir, work=work, database=database) as server:
         yield server
 
 

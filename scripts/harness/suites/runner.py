@@ -6,7 +6,10 @@ it with a few requests -> warm it up (the scenario's `warm_up`: the same load fo
 few seconds, not counted) -> run the load tool (pinned to the other CPU) -> check it
 is still alive -> stop it (SIGTERM to the process group) and record its exit code.
 Repetitions alternate the order of designs, so slow drift of the machine does not
-always favour the same design. The scenario's record is written once, atomically,
+always favour the same design. A scenario with `database = true` runs inside a scratch
+PostgreSQL (system/postgres.py), started before its first cell and stopped after its last;
+every design gets its DSN, which those whose command takes `{database}` use. The record is
+written once, atomically,
 after the last cell: an interrupted run leaves the previous record untouched.
 
 Starting a design is launcher.py's job, ports and TIME_WAIT are ports.py's, the
@@ -28,7 +31,7 @@ from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
 from harness.suites import plan
-from harness.system import launcher, ports, processes
+from harness.system import launcher, ports, postgres, processes
 from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import GroupSampler
 
@@ -78,7 +81,8 @@ def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any],
 
 
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
-                        tool: Any, pinning: dict[str, str | None], progress: plan.Progress) -> None:
+                        tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
+                        database: str | None = None) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
     design = outcome.design
     keep_alive, pipelining = bool(settings.get("keep_alive")), bool(settings.get("pipelining"))
@@ -90,7 +94,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
         with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
-                                     work=settings.get("work", 0), python=settings.get("python")) as server, \
+                                     work=settings.get("work", 0), python=settings.get("python"),
+                                     database=database) as server, \
                 contextlib.ExitStack() as front:
             commands = {"server_command": server.command}
             target = server
@@ -154,7 +159,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                          server.stderr_tail())
     except processes.ServerStartError as error:
         outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
-    except launcher.InterpreterMissingError as error:  # recorded like a server that cannot start; the run goes on
+    except (launcher.InterpreterMissingError, launcher.DatabaseMissingError) as error:  # recorded; the run goes on
         outcome.fail(str(error))
 
 
@@ -171,6 +176,34 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
     progress = progress or plan.Progress(plan.plan_cells(settings, designs, ceiling is not None))
     started = utc_now()
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(postgres.scratch_cluster()) if settings.get("database") else None
+        measure_all(catalogue, scenario, designs, outcomes, ceiling, settings, quick, tool, pinning, progress,
+                    cluster.dsn if cluster else None)
+    record = {
+        "schema": SCHEMA_VERSION,
+        "scenario": scenario.to_json(),
+        "mode": "quick" if quick else "full",
+        "settings": settings,
+        "environment": environment,
+        "started_utc": started,
+        "finished_utc": utc_now(),
+        "designs": [outcomes[design.name].to_json() for design in designs],
+        "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
+    }
+    if cluster is not None:  # exactly how the database ran: its version's programs and every changed setting
+        record["database_command"] = cluster.command
+    complete_run = not quick and design_names is None and repeat is None
+    target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)
+    path = results_path(scenario.id, target_dir)
+    write_json_atomic(path, record)
+    return path, record
+
+
+def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design], outcomes: dict[str, DesignOutcome],
+                ceiling: DesignOutcome | None, settings: dict[str, Any], quick: bool, tool: Any,
+                pinning: dict[str, str | None], progress: plan.Progress, database: str | None) -> None:
+    """The tool's ceiling first (if any), then every design, repetition by repetition, in alternating order."""
     if ceiling is not None:
         # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
         measure_design_once(ceiling, scenario, {**settings, "delay": 0.0, "work": 0}, 0, tool, pinning, progress)
@@ -185,22 +218,6 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
                 ports.wait_for_time_wait_drain()
             cells_before = progress.done
             measure_design_once(outcome, scenario, plan.design_settings(settings, design), repetition, tool, pinning,
-                                progress)
+                                progress, database)
             # A design that failed part-way leaves the rest of its levels unrun: count them as done.
             progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
-    record = {
-        "schema": SCHEMA_VERSION,
-        "scenario": scenario.to_json(),
-        "mode": "quick" if quick else "full",
-        "settings": settings,
-        "environment": environment,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "designs": [outcomes[design.name].to_json() for design in designs],
-        "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
-    }
-    complete_run = not quick and design_names is None and repeat is None
-    target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)
-    path = results_path(scenario.id, target_dir)
-    write_json_atomic(path, record)
-    return path, record

@@ -5,10 +5,13 @@ module builds a design's command or starts a server itself: `bench.py serve` (`s
 `check`, every cell of a run, every suite (balance, restart, hostile, idle, how-fast) and the
 tests (tests/conftest.py `started`) use `running_design`. What suites differ in is a parameter:
 extra arguments after the design's own (`--workers 4`), a wrapper before it (`prlimit ...`), the
-CPUs it is pinned to, simulated work, another CPython. Whatever the design declares about
+CPUs it is pinned to, simulated work, another CPython, a database. Whatever the design declares about
 stopping (its graceful signal; `stop_main_process_only`) is honoured in one place, `stop_design`.
 `server_command` fills the design's command template (and its config template, if it has one);
 `reverse_proxy` puts nginx in front (a scenario's `proxy`); `delayed_path` a delaying proxy.
+A design whose command takes `{database}` talks to PostgreSQL: `database` gives it the DSN
+(`database_for` starts a scratch cluster, system/postgres.py), and without one it is refused.
+The DSN is a template value, not an extra argument, so the catalogue's command shows it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
-from harness.system import ports, processes
+from harness.system import ports, postgres, processes
 
 LOG_DIR = REPO_ROOT / "build" / "logs"
 PROXY_COMMAND = ["nginx", "-c", "{config}", "-p", "{workdir}", "-e", "stderr"]
@@ -64,6 +67,25 @@ def work_arguments(design: Design, work: int) -> list[str]:
     return ["--work", str(work)]
 
 
+class DatabaseMissingError(LookupError):
+    """A design that talks to PostgreSQL (its command takes {database}) started without a DSN."""
+
+
+def needs_database(design: Design) -> bool:
+    """Whether the design's command takes a PostgreSQL DSN (`{database}`)."""
+    return any("{database}" in part for part in design.command)
+
+
+@contextlib.contextmanager
+def database_for(designs: Sequence[Design]) -> Iterator[str | None]:
+    """A seeded scratch PostgreSQL's DSN when any of the designs needs one, else None; stopped on exit."""
+    if not any(needs_database(design) for design in designs):
+        yield None
+        return
+    with postgres.scratch_cluster() as cluster:
+        yield cluster.dsn
+
+
 class InterpreterMissingError(LookupError):
     """A scenario asks for a CPython version this machine does not have; the message says how to get it."""
 
@@ -85,40 +107,49 @@ def interpreter(version: str) -> str:
 
 
 def server_command(design: Design, port: int, delay: float, workdir: Path,
-                   host: str = processes.LOOPBACK, work: int = 0, python: str | None = None) -> list[str]:
+                   host: str = processes.LOOPBACK, work: int = 0, python: str | None = None,
+                   database: str | None = None) -> list[str]:
     """Fill the design's command template (and its config file, if it has one); add --work N if asked.
 
-    `python` ("3.12") runs the design on that CPython instead of the one running the harness.
+    `python` ("3.12") runs the design on that CPython instead of the one running the harness;
+    `database` is the DSN for `{database}`.
     """
     extra = work_arguments(design, work)  # refused before anything is written
+    if needs_database(design) and not database:
+        raise DatabaseMissingError(f"design {design.name!r} talks to PostgreSQL and was given no database: run it in "
+                                   "a scenario with database = true (bench.py serve and check start one themselves)")
     executable = interpreter(python) if python else sys.executable
     workdir.mkdir(parents=True, exist_ok=True)
     config = write_config(design, port, delay, host, workdir)
     values = {"python": executable, "file": str(REPO_ROOT / design.file), "host": host,
-              "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir)}
+              "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir),
+              "database": database or ""}
     return [part.format(**values) for part in design.command] + extra
 
 
 def design_command(design: Design, port: int, delay: float, workdir: Path, work: int = 0, python: str | None = None,
-                   extra_arguments: Sequence[str] = (), wrapper: Sequence[str] = ()) -> list[str]:
+                   extra_arguments: Sequence[str] = (), wrapper: Sequence[str] = (),
+                   database: str | None = None) -> list[str]:
     """The whole command line that starts a design: wrapper, the design's own command, extra arguments."""
-    return [*wrapper, *server_command(design, port, delay, workdir, work=work, python=python), *extra_arguments]
+    return [*wrapper, *server_command(design, port, delay, workdir, work=work, python=python, database=database),
+            *extra_arguments]
 
 
 @contextlib.contextmanager
 def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: str | None = None,
                    work: int = 0, python: str | None = None, extra_arguments: Sequence[str] = (),
                    wrapper: Sequence[str] = (), ready_timeout: float = processes.READY_TIMEOUT_SECONDS,
-                   stop_grace: float = processes.STOP_GRACE_SECONDS) -> Iterator[processes.RunningServer]:
+                   stop_grace: float = processes.STOP_GRACE_SECONDS,
+                   database: str | None = None) -> Iterator[processes.RunningServer]:
     """A design listening on 127.0.0.1:port, started from the repository root; stopped as it declares on exit.
 
     extra_arguments follow the design's command (`--workers 4`); wrapper precedes it (`prlimit
     --nofile=64:64 --`). The yielded server's `command` is the exact command line started (taskset
     included when pinned). A wrapper that slows the design down (valgrind: about 50 times) needs a
-    longer ready_timeout and stop_grace.
+    longer ready_timeout and stop_grace. `database` is the DSN of a design that needs one (`database_for`).
     """
     command = design_command(design, port, delay, workdir, work=work, python=python,
-                             extra_arguments=extra_arguments, wrapper=wrapper)
+                             extra_arguments=extra_arguments, wrapper=wrapper, database=database)
     with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT,
                                   stop_signal=design.stop_signal,
                                   signal_whole_group=not design.stop_main_process_only,
@@ -127,12 +158,13 @@ def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: 
 
 
 def started_design(design: Design, port: int, delay: float, workdir: Path, work: int = 0,
-                   announce: Callable[[list[str]], None] = lambda command: None) -> subprocess.Popen[bytes]:
+                   announce: Callable[[list[str]], None] = lambda command: None,
+                   database: str | None = None) -> subprocess.Popen[bytes]:
     """A design started in the foreground (`bench.py serve`), in its own session; stop it with stop_design.
 
     `announce` gets the command line just before it starts (serve prints it first).
     """
-    command = design_command(design, port, delay, workdir, work=work)
+    command = design_command(design, port, delay, workdir, work=work, database=database)
     announce(command)
     return subprocess.Popen(command, cwd=REPO_ROOT, start_new_session=True)
 
