@@ -145,3 +145,16 @@ def test_bad_arguments_exit_2_before_measuring(arguments: list[str]) -> None:
                             capture_output=True, text=True, timeout=60)
     assert answer.returncode == 2, answer.stderr
     assert answer.stdout == ""  # refused before any table was measured or printed
+
+
+def test_a_profile_below_saturation_is_refused_and_an_old_one_is_flagged() -> None:
+    saturated = {"server_busy": 0.95, "server_busy_profiled": 0.91, "rate_of_steps_table": 0.97,
+                 "profiled_requests_per_second": 80000.0, "steps_table_requests_per_second": 117000.0}
+    assert how_fast_cli.saturation_problems(saturated) == []
+    idle = {**saturated, "server_busy": 0.14, "rate_of_steps_table": 0.08}
+    assert how_fast_cli.saturation_problems(idle) == ["the server was busy 14% of the run without the profiler",
+                                                      "its rate was 8% of the steps table's"]
+    old = {"cpu": {"user_seconds": 0.61, "system_seconds": 1.74}, "wrk": {"duration_s": 17.0}}
+    assert how_fast_tables.saturation_line(old).startswith("⚠ **Not at saturation.** The server was on CPU 14%")
+    assert "on CPU 95% of the run without the profiler and 91% of the profiled one; its rate was 97%" in (
+        how_fast_tables.saturation_line({"saturation": saturated}))

@@ -173,8 +173,25 @@ def profile_page(meta: dict[str, Any], stacks: list[tuple[list[str], int]], svg_
                  f"Commands: `{' '.join(meta['commands']['server'])}`, `{' '.join(meta['commands']['load'])}`, "
                  f"`{' '.join(meta['commands']['profiler'])}`.*")
     lines.append("")
+    lines.append(saturation_line(meta))
+    lines.append("")
     lines.append(f"![Flame graph of the fastest design under wrk](plots/{svg_name})")
     return "\n".join(lines) + "\n"
+
+
+def saturation_line(meta: dict[str, Any]) -> str:
+    """Was the server saturated? A profile of a server that mostly waits shows the wait, not the work."""
+    measured = meta.get("saturation")
+    if measured is None:  # recorded before the check: the busy share follows from the kernel's count and wrk's time
+        busy = (meta["cpu"]["user_seconds"] + meta["cpu"]["system_seconds"]) / meta["wrk"]["duration_s"]
+        return (f"⚠ **Not at saturation.** The server was on CPU {busy:.0%} of the run without the profiler, so "
+                "most samples caught it waiting for work (the kernel rows above): this profile was taken before the "
+                "harness checked saturation, and describes an idle server more than a busy one.")
+    ratio = measured["rate_of_steps_table"]
+    against = f"; its rate was {ratio:.0%} of the steps table's last step" if ratio is not None else ""
+    return (f"Saturation: the server was on CPU {measured['server_busy']:.0%} of the run without the profiler and "
+            f"{measured['server_busy_profiled']:.0%} of the profiled one{against} (the harness refuses a profile "
+            "below 80% busy or 90% of that rate).")
 
 
 # A flame graph: x is the share of samples, y the depth of the stack; each box one frame, its children

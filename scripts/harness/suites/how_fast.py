@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -186,6 +188,42 @@ def _without_line(frame: str) -> str:
     return frame
 
 
+SATURATED_BUSY = 0.8  # the server must spend this share of the time on CPU, with and without the profiler
+SATURATED_RATE = 0.9  # and the run without the profiler must reach this share of the steps table's rate
+
+
+def saturation(after: tuple[float, float], before: tuple[float, float], wrk: dict[str, Any],
+               profiled_after: tuple[float, float], profiled_before: tuple[float, float], sampling_seconds: float,
+               profiled_wrk: dict[str, Any]) -> dict[str, Any]:
+    """How busy the server was in both runs, and the clean run's rate against the steps table's last step."""
+    busy = (sum(after) - sum(before)) / wrk["duration_s"] if wrk.get("duration_s") else 0.0
+    profiled_busy = (sum(profiled_after) - sum(profiled_before)) / sampling_seconds if sampling_seconds else 0.0
+    steps_path = RESULTS_DIR / how_fast_steps.STEPS_RECORD
+    steps_rate = None
+    if steps_path.exists():
+        last = json.loads(steps_path.read_text(encoding="utf-8"))["rows"]
+        rates = [run["requests_per_second"] for row in last if row.get("step") is not None for run in row["runs"]
+                 if row["step"] == max(item["step"] for item in last if item.get("step") is not None)]
+        steps_rate = statistics.median(rates) if rates else None
+    return {"server_busy": round(busy, 3), "server_busy_profiled": round(profiled_busy, 3),
+            "profiled_requests_per_second": profiled_wrk.get("requests_per_second"),
+            "steps_table_requests_per_second": steps_rate,
+            "rate_of_steps_table": round(wrk["requests_per_second"] / steps_rate, 3) if steps_rate else None}
+
+
+def saturation_problems(measured: dict[str, Any]) -> list[str]:
+    """Why a profile does not describe a saturated server; empty when it does."""
+    problems = []
+    if measured["server_busy"] < SATURATED_BUSY:
+        problems.append(f"the server was busy {measured['server_busy']:.0%} of the run without the profiler")
+    if measured["server_busy_profiled"] < SATURATED_BUSY:
+        problems.append(f"it was busy {measured['server_busy_profiled']:.0%} of the profiled run")
+    ratio = measured["rate_of_steps_table"]
+    if ratio is not None and ratio < SATURATED_RATE:
+        problems.append(f"its rate was {ratio:.0%} of the steps table's")
+    return problems
+
+
 def measure_profile(args: argparse.Namespace) -> Path | None:
     """Profile the fastest design under wrk; the path of the collapsed stacks (None: it answered wrongly)."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -206,6 +244,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         if problems:
             print("the design answered wrongly: " + "; ".join(problems), file=sys.stderr)
             return None
+        verify.prime(server.host, server.port)
         # First without the profiler: its stops cost the server time, so the CPU per request is measured apart.
         before = cpu_seconds(server.process.pid)
         clean = processes.run_tool(processes.pinned(load_command, pinning["load"]), timeout=seconds + 40)
@@ -215,13 +254,17 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
             profiler_command = [py_spy, "record", "--native", "--rate", str(args.rate), "--duration",
                                 str(seconds), "--format", "raw", "--output", str(raw_path), "--pid",
                                 str(server.process.pid)]
-            load = subprocess.Popen(processes.pinned(load_command, pinning["load"]), stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
+            load = subprocess.Popen(processes.pinned(load_command, pinning["load"]), stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, text=True)
             try:
                 time.sleep(1.0)  # wrk has connected and the server is busy before sampling starts
+                profiled_before = cpu_seconds(server.process.pid)
+                sampling_started = time.monotonic()
                 subprocess.run(processes.pinned(profiler_command, pinning["load"]), check=True, capture_output=True,
                                timeout=seconds + 30)
-                load.wait(timeout=seconds + 30)
+                profiled_after = cpu_seconds(server.process.pid)
+                sampling_seconds = time.monotonic() - sampling_started
+                profiled_stdout, _ = load.communicate(timeout=seconds + 30)
             finally:
                 if load.poll() is None:
                     os.killpg(load.pid, signal.SIGKILL)
@@ -248,7 +291,14 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         "cpu": {"user_seconds": round(after[0] - before[0], 2), "system_seconds": round(after[1] - before[1], 2),
                 "note": "the server's own CPU time over a wrk run without the profiler, before the profiled one"},
         "wrk": {key: wrk[key] for key in ("complete", "failed", "non_2xx", "duration_s", "requests_per_second")},
+        "saturation": saturation(after, before, wrk, profiled_after, profiled_before, sampling_seconds,
+                                 parse_run(profiled_stdout)),
     }
+    problems = saturation_problems(meta["saturation"])
+    if problems and not args.quick:
+        print("not at saturation, so the profile would describe a server that mostly waits: "
+              + "; ".join(problems) + ". Nothing was written: run it again on a quiet machine.", file=sys.stderr)
+        return None
     target = results_root(args.quick) / how_fast_steps.PROFILES_DIR
     target.mkdir(parents=True, exist_ok=True)
     stacks_path = target / f"{how_fast_steps.PROFILE_NAME}.collapsed"
