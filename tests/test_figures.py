@@ -62,7 +62,9 @@ def test_the_page_has_one_snippet_section_per_figure_in_order() -> None:
     page = figures_page(records(), figures)
     assert re.findall(r"--8<-- \[(start|end):([a-z-]+)\]", page) == [
         ("start", "first"), ("end", "first"), ("start", "second"), ("end", "second")]
-    assert "\n947.3 req/s\n" in page and "\n22.4 MiB\n" in page
+    day = records()["sweep-io"]["started_utc"][:10]
+    source = f' <small class="figure-source">[sweep-io, {day}]</small>\n'
+    assert f"\n947.3 req/s{source}" in page and f"\n22.4 MiB{source}" in page  # each names its record and day
 
 
 @pytest.mark.parametrize(("figure", "message"), [
@@ -123,8 +125,8 @@ def test_a_flagged_cell_renders_with_the_flag_its_table_cell_shows() -> None:
     rate = Figure("rate", "sweep-io", "thread-per-connection", 100, "rate", allow_flagged=True)
     p50 = Figure("p50", "sweep-io", "thread-per-connection", 100, "p50", allow_flagged=True)
     page = figures_page(with_ceiling(1000.0), [rate, p50])
-    assert "\n948.2 req/s ⚠ tool-bound (95%)\n" in page
-    assert re.search(r"\n[0-9.,]+ ms ⚠ tool-bound \(95%\)\n", page)
+    assert "\n948.2 req/s ⚠ tool-bound (95%) <small" in page
+    assert re.search(r"\n[0-9.,]+ ms ⚠ tool-bound \(95%\) <small", page)
     # The flag is the table's own text, not a second wording of it.
     record = with_ceiling(1000.0)["sweep-io"]
     row = next(row for row in site.design_rows(record, record["designs"][0], with_name=False) if "| 100 |" in row)

@@ -26,6 +26,11 @@ cell renders only into a Figure declared `allow_flagged=True`, the page's word
 that its sentence shows the flag and claims no more than the cell holds; without
 it rendering fails with a FigureError naming the figure and the flag, so a flag
 cannot get lost on the way to prose.
+
+A figure also names where it comes from: the record and the day it was measured,
+after the number in small type ("17,706 req/s [sweep-hello, 2026-11-24]"). Two
+pages that quote the same design from two experiments (a peak run and a pipelining
+run, a CPU-bound run and a scaling run) then say so wherever the numbers differ.
 """
 
 from __future__ import annotations
@@ -147,6 +152,10 @@ class Figure:
                               f"the sentence show the flag")
         return shown + flag
 
+    def citation(self, records: dict[str, dict[str, Any]]) -> str:
+        """Which record and which day: shown after the number, so a reader can tell two experiments apart."""
+        return f'<small class="figure-source">[{self.scenario}, {records[self.scenario]["started_utc"][:10]}]</small>'
+
 
 def _figures(scenario: str, design: str, level: float, metrics: Sequence[str], prefix: str,
              allow_flagged: bool = False) -> list[Figure]:
@@ -220,6 +229,7 @@ def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] =
     sections = []
     for figure in figures:
         source = f"results/{figure.scenario}.json, {figure.design}, level {figure.level:g}, {figure.metric}"
-        sections.append(f"<!-- {source} --8<-- [start:{figure.name}] -->\n{figure.value(records)}\n"
+        sections.append(f"<!-- {source} --8<-- [start:{figure.name}] -->\n"
+                        f"{figure.value(records)} {figure.citation(records)}\n"
                         f"<!-- --8<-- [end:{figure.name}] -->\n")
     return "".join(sections)
