@@ -13,6 +13,7 @@
     python scripts/bench.py how-fast steps|profile [--quick] [...]
     python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
     python scripts/bench.py instructions [--quick] [--row NAME ...]
+    python scripts/bench.py conformance [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
@@ -38,9 +39,9 @@ from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_records  # noqa: E402
-from harness.render import how_fast_tables, instructions_tables, site, survival  # noqa: E402
+from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
-from harness.suites import balance, hostile, how_fast, idle, instructions, plan, restart, runner  # noqa: E402
+from harness.suites import balance, conformance, hostile, how_fast, idle, instructions, plan, restart, runner  # noqa: E402
 from harness.system import launcher, processes  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
@@ -199,6 +200,19 @@ def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """The conformance corpus (scripts/catalogue/conformance/cases.toml) against HTTP designs and three parsers
+    (harness/suites/conformance/): print each design's verdict, exit 1 when a design died or did not start."""
+    path, record = conformance.run(catalogue, args)
+    print(conformance_tables.summary_table(record))
+    print(f"Wrote {path}")
+    failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+    if failed:
+        print(f"FAILED (died or did not start): {', '.join(failed)}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK  # a failed case is a finding, recorded
+
+
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     if args.check:
         problems = site.stale_files()
@@ -276,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
     instructions_parser = commands.add_parser("instructions", help="instructions per request under valgrind's callgrind")
     instructions.add_arguments(instructions_parser)
     instructions_parser.set_defaults(handler=command_instructions)
+    conformance_parser = commands.add_parser("conformance",
+                                             help="RFC 9112 conformance cases against every HTTP design and three parsers")
+    conformance.add_arguments(conformance_parser)
+    conformance_parser.set_defaults(handler=command_conformance)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)

@@ -51,6 +51,7 @@ from harness.render.cells import (
     summarise_cell,
     tool_bound,
 )
+from harness.render.conformance_tables import conformance_files
 from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files
@@ -456,6 +457,11 @@ def survival_page_files(inputs: RenderInput) -> dict[Path, str]:
     return survival_files(inputs.results_dir, inputs.generated_dir)
 
 
+def conformance_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The conformance suite's page (results/conformance.json)."""
+    return conformance_files(inputs.results_dir, inputs.generated_dir)
+
+
 def how_fast_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The how-fast page: its steps record and profile (results/how-fast/, results/profiles/)."""
     return how_fast_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir)
@@ -533,6 +539,7 @@ RENDERERS: list[Renderer] = [
     keep_alive_verdict_files,
     figure_files,
     survival_page_files,
+    conformance_page_files,
     how_fast_page_files,
     scenario_files,
     multi_process_page_files,

@@ -1,0 +1,177 @@
+"""The conformance corpus (scripts/catalogue/conformance/cases.toml) read into Case objects, and judged.
+
+A case is exact bytes and what RFC 9112 / RFC 9110 ask of a server that receives them. The same
+judgement applies to what a live design answered over a socket (`judge_answer`) and to what a
+reference parser made of the bytes without one (`judge_parser`), so the page can put the two side
+by side. A judgement is one of three words: "pass" (the RFC's answer), "lenient" (an answer the RFC
+also allows, such as accepting a bare LF, or refusing by closing without a status) and "fail", with
+the reason in words when it failed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.model.catalogue import CATALOGUE_DIR, UnknownNameError
+
+CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"
+ACCEPTED = {"200", "405"}  # the request was read as a request: the page, or GET-only's refusal of the method
+NO_ANSWER, CLOSED, HTTP_09 = "no answer", "closed", "0.9"
+REQUIRED = ("id", "group", "short", "title", "request", "expect", "section", "rfc")
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    group: str
+    short: str
+    title: str
+    request: str  # as written in the catalogue (Latin-1 text); `data` is the bytes sent
+    expect: list[str]
+    section: str
+    rfc: str
+    lenient: list[str] = field(default_factory=list)
+    answers: int = 1
+    close_after: bool = False
+    no_interim: bool = False
+    applies: str = "any"  # "any", or "non-get": only designs that answer a POST with something other than 405
+    cve: str = ""
+    attack: str = ""
+    parser_expect: list[str] = field(default_factory=list)  # what a parser should do, where not `expect`
+    filler: str = ""
+    filler_count: int = 0
+
+    @property
+    def data(self) -> bytes:
+        """The exact bytes: {filler} expanded, every character one byte (Latin-1)."""
+        return self.request.replace("{filler}", self.filler * self.filler_count).encode("latin-1")
+
+    @property
+    def smuggling(self) -> bool:
+        return self.group == "smuggling"
+
+    def to_json(self) -> dict[str, Any]:
+        fields = asdict(self)
+        fields["bytes"] = len(self.data)
+        return {key: value for key, value in fields.items() if value not in ("", [], 0, False) or key == "answers"}
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class Corpus:
+    settings: dict[str, Any]
+    quick: dict[str, Any]
+    groups: list[Group]
+    cases: list[Case]
+
+    def run_settings(self, quick: bool) -> dict[str, Any]:
+        return {**self.settings, **self.quick} if quick else dict(self.settings)
+
+    def select(self, names: list[str] | None) -> list[Case]:
+        """Cases by id or by group id, in the catalogue's order; every case when none is given."""
+        if not names:
+            return list(self.cases)
+        known = {case.id for case in self.cases} | {group.id for group in self.groups}
+        for name in names:
+            if name not in known:
+                raise UnknownNameError("conformance case or group", name, sorted(known))
+        return [case for case in self.cases if case.id in names or case.group in names]
+
+
+def load_corpus(path: Path = CASES_FILE) -> Corpus:
+    """Read the corpus; ids unique, every case in a known group, every required key there."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    settings = dict(data.get("suite", {}))
+    quick = settings.pop("quick", {})
+    groups = [Group(entry["id"], entry["title"]) for entry in data.get("group", [])]
+    group_ids = {group.id for group in groups}
+    cases = []
+    for entry in data.get("case", []):
+        missing = [key for key in REQUIRED if key not in entry]
+        if missing:
+            raise ValueError(f"{path}: case {entry.get('id', '?')!r} lacks {', '.join(missing)}")
+        if entry["group"] not in group_ids:
+            raise ValueError(f"{path}: case {entry['id']!r} is in unknown group {entry['group']!r}")
+        try:
+            case = Case(**entry)
+        except TypeError as error:  # an unknown key: a typo would silently do nothing
+            raise ValueError(f"{path}: case {entry['id']!r}: {error}") from None
+        case.data  # noqa: B018 - a character above U+00FF cannot be sent as one byte: fail at load
+        cases.append(case)
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: a case id is listed twice")
+    return Corpus(settings, quick, groups, cases)
+
+
+# --- judging --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str  # "pass", "lenient", "fail", "n/a"
+    code: str  # what the cell shows: "400", "200+200", "closed", "no answer", "0.9"
+    reason: str = ""  # why it failed, in words
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def status_verdict(case: Case, code: str, expected: list[str] | None = None) -> str:
+    """pass when the code is the RFC's answer, lenient when the RFC also allows it, fail otherwise."""
+    expect = expected or case.expect
+    if code in expect:
+        return "pass"
+    if code in case.lenient:
+        return "lenient"
+    if code == CLOSED and any(int(status) >= 400 for status in expect if status.isdigit()):
+        return "lenient"  # refused without saying why: no request served, but no status either
+    return "fail"
+
+
+def judge_answer(case: Case, statuses: list[int], interim: list[int], ended: str, http_09: bool) -> Judgement:
+    """What a design answered over a socket: final statuses in order, 1xx ones, how the connection ended."""
+    if http_09:
+        code = HTTP_09
+    elif statuses:
+        code = "+".join(str(status) for status in statuses)
+    else:
+        code = CLOSED if ended in ("eof", "reset") else NO_ANSWER
+    first = HTTP_09 if http_09 else (str(statuses[0]) if statuses else code)
+    verdict = status_verdict(case, first)
+    reason = "" if verdict != "fail" else f"answered {first}, the RFC asks for {' or '.join(case.expect)}"
+    if first == NO_ANSWER and verdict == "fail":
+        reason = "no answer and the connection left open: waiting for bytes a conforming server would not wait for"
+    if len(statuses) > case.answers:
+        verdict, reason = "fail", (f"answered {len(statuses)} requests where a conforming server sees "
+                                   f"{case.answers}: the bytes after the first were served as a request")
+    elif case.close_after and first in ACCEPTED and ended == "open":
+        verdict, reason = "fail", "accepted, then kept the connection open where the RFC says close"
+        code += " open"
+    if case.no_interim and interim:
+        verdict, reason = "fail", "sent 100 Continue to an HTTP/1.0 client"
+        code = "100→" + code
+    return Judgement(verdict, code, reason)
+
+
+def judge_parser(case: Case, outcome: str, requests: int, status: int | None, keep_alive: bool | None) -> Judgement:
+    """What a reference parser made of the bytes: accepted (as "200"), refused with a status, or waiting."""
+    code = "200" if outcome == "accept" else (str(status) if outcome == "reject" else NO_ANSWER)
+    verdict = status_verdict(case, code, case.parser_expect or None)
+    reason = "" if verdict != "fail" else (
+        "waits for more bytes" if code == NO_ANSWER else f"{'accepts' if code == '200' else 'refuses with ' + code}, "
+                                                          f"the RFC asks for {' or '.join(case.expect)}")
+    if requests > case.answers:
+        verdict, reason = "fail", f"reads {requests} requests where a conforming parser reads {case.answers}"
+        code = "+".join(["200"] * requests)
+    elif case.close_after and outcome == "accept" and keep_alive:
+        verdict, reason = "fail", "accepts and keeps the connection open where the RFC says close"
+        code += " open"
+    return Judgement(verdict, code, reason)

@@ -1,0 +1,191 @@
+"""The conformance suite's run: every case's bytes to every HTTP design, alone and behind nginx, and
+to the three reference parsers; one record, results/conformance.json.
+
+Each design is started once (through the launcher, as every suite starts it; no simulated delay),
+asked one `POST /` to learn whether it is GET-only (a 405: then the cases that need a non-GET
+method are not applicable), and sent every case on a fresh connection (clients/raw_exchange.py).
+A design that stops answering is started again for the cases after it, at most twice. Behind
+nginx, the design sits behind servers/nginx_reverse_proxy.conf, as in the hostile suite.
+The reference parsers (clients/reference_parsers.py) and gunicorn's own corpus
+(clients/gunicorn_corpus.py, fetched with pip into build/) need no socket; they are in the record too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.clients import gunicorn_corpus, raw_exchange, reference_parsers
+from harness.model.catalogue import Catalogue, UnknownNameError
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.suites.conformance.conformance_cases import (
+    Case,
+    Corpus,
+    Judgement,
+    judge_answer,
+    judge_parser,
+    load_corpus,
+)
+from harness.suites.hostile.run import PROXIED_SUFFIX, Subject, launched, tool_versions
+from harness.system import launcher, processes
+from harness.system.environment import describe_machine, utc_now
+
+RECORD_NAME = "conformance.json"
+METHOD_PROBE = b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+STOPPING = threading.Event()
+
+
+def get_only(server: Any, settings: dict[str, Any]) -> bool:
+    """Does the design answer a POST with 405? Then cases that need another method do not apply to it."""
+    answer = raw_exchange.exchange(server.target_host, server.target_port, METHOD_PROBE, settings["bound"],
+                                   settings["quiet"])
+    return answer.statuses[:1] == [405]
+
+
+def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], log_root: Path,
+                progress: Any) -> dict[str, Any]:
+    """Every case against one design (maybe behind nginx); restarted if it dies, at most twice."""
+    results: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    commands: list[list[str]] = []
+    remaining = list(cases)
+    only_get = None
+    starts = 0
+    while remaining and starts < 3:
+        starts += 1
+        try:
+            with launched(subject.design, settings, log_root / subject.name / f"start-{starts}",
+                          subject.behind_nginx) as server:
+                commands.append(server.command)
+                if only_get is None:
+                    only_get = get_only(server, settings)
+                while remaining:
+                    if STOPPING.is_set():
+                        raise KeyboardInterrupt
+                    case = remaining.pop(0)
+                    if case.applies == "non-get" and only_get:
+                        results[case.id] = {"verdict": "n/a", "code": "GET-only", "reason": "answers 405 to POST"}
+                        continue
+                    answer = raw_exchange.exchange(server.target_host, server.target_port, case.data,
+                                                   settings["bound"], settings["quiet"])
+                    judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09)
+                    results[case.id] = {**judgement.to_json(), "answer": answer.to_json()}
+                    progress(subject.name, case.id)
+                    if not server.alive():
+                        problems.append(f"died after case {case.id}")
+                        results[case.id]["reason"] += " (the server died)"
+                        break
+        except processes.ServerStartError as error:
+            problems.append(f"did not start: {error.args[0].splitlines()[0]}")
+            break
+    for case in remaining:
+        results[case.id] = {"verdict": "n/a", "code": "not run", "reason": "the design did not start"}
+    return {"name": subject.name, "design": subject.design.name, "title": subject.design.title,
+            "behind_nginx": subject.behind_nginx, "get_only": only_get,
+            "status": "ok" if not problems else "failed", "problems": problems, "server_commands": commands,
+            "cases": results}
+
+
+def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[str, Any]) -> list[Subject]:
+    """Named designs (NAME or NAME+nginx), else every HTTP design, and each behind nginx too (`behind_nginx`)."""
+    http = [design for design in catalogue.designs.values() if design.kind == "http"]
+    if not names:
+        names = settings.get("designs") or [design.name for design in http]
+        if settings.get("behind_nginx") == "all":
+            names = [*names, *(name + PROXIED_SUFFIX for name in names)]
+    subjects = []
+    for name in names:
+        behind = name.endswith(PROXIED_SUFFIX)
+        design = catalogue.design(name.removesuffix(PROXIED_SUFFIX))
+        if design.kind != "http":
+            raise UnknownNameError("HTTP design", name, [design.name for design in http])
+        subjects.append(Subject(design, behind))
+    return subjects
+
+
+def parser_results(cases: list[Case]) -> dict[str, dict[str, Any]]:
+    """Every case through every reference parser, judged as the live answers are."""
+    results = {}
+    for case in cases:
+        row = {}
+        for name, verdict in reference_parsers.run_all(case.data).items():
+            judgement: Judgement = judge_parser(case, verdict.outcome, verdict.requests, verdict.status,
+                                                verdict.keep_alive)
+            row[name] = {**judgement.to_json(), "parsed": verdict.to_json()}
+        results[case.id] = row
+    return results
+
+
+def corpus_results() -> dict[str, Any]:
+    """Gunicorn's valid/ and invalid/ requests through the reference parsers (fetched into build/ with pip)."""
+    version = gunicorn_corpus.pinned_version()
+    try:
+        requests = gunicorn_corpus.load(gunicorn_corpus.fetch(version))
+    except gunicorn_corpus.CorpusUnavailable as error:
+        return {"gunicorn_version": version, "fetched": False, "reason": str(error), "requests": []}
+    rows = []
+    for request in requests:
+        verdicts = reference_parsers.run_all(request.data)
+        rows.append({"name": request.name, "valid": request.valid, "needs_setting": request.needs_setting,
+                     "bytes": len(request.data),
+                     "parsers": {name: {"outcome": verdict.outcome, "requests": verdict.requests,
+                                        "status": verdict.status, "detail": verdict.detail[:120]}
+                                 for name, verdict in verdicts.items()}})
+    return {"gunicorn_version": version, "fetched": True,
+            "command": f"pip download --no-binary :all: --no-deps gunicorn=={version}", "requests": rows}
+
+
+def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: list[str] | None, quick: bool,
+              out_dir: Path | None, corpus: Corpus | None = None,
+              log_root: Path = launcher.LOG_DIR / "conformance", jobs: int | None = None,
+              with_gunicorn_corpus: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Run the cases against the designs and the parsers; write the record atomically; return its path and it."""
+    corpus = corpus or load_corpus()
+    settings = corpus.run_settings(quick)
+    cases = corpus.select(case_names)
+    subjects = subjects_for(catalogue, design_names, settings)
+    jobs_run = max(1, min(jobs or settings.get("jobs", 1), len(subjects) or 1))
+    STOPPING.clear()
+    started, clock = utc_now(), time.monotonic()
+    lock, done, total = threading.Lock(), [0], len(subjects) * len(cases)
+
+    def progress(name: str, case_id: str) -> None:
+        with lock:
+            done[0] += 1
+            if done[0] % 50 == 0 or done[0] == total:
+                print(f"[{done[0]}/{total}] {name}: {case_id} (elapsed {time.monotonic() - clock:.0f} s)",
+                      file=sys.stderr, flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(jobs_run, thread_name_prefix="design") as pool:
+        futures = [pool.submit(run_subject, subject, cases, settings, log_root, progress) for subject in subjects]
+        try:
+            designs = [future.result() for future in futures]
+        except BaseException:
+            STOPPING.set()  # Ctrl-C or a bug: every design stops after its current case and stops its server
+            raise
+    record = {
+        "schema": SCHEMA_VERSION,
+        "suite": "conformance",
+        "title": "HTTP/1.1 conformance",
+        "mode": "quick" if quick else "full",
+        "command": ["python", "scripts/bench.py", *sys.argv[1:]] if sys.argv[1:2] == ["conformance"] else sys.argv,
+        "settings": {**{key: value for key, value in settings.items() if key != "designs"}, "jobs": jobs_run},
+        "groups": [{"id": group.id, "title": group.title} for group in corpus.groups],
+        "cases": [case.to_json() for case in cases],
+        "environment": describe_machine({"server": None, "load": None},
+                                        {**tool_versions(), **reference_parsers.versions()}),
+        "started_utc": started,
+        "designs": designs,
+        "parsers": parser_results(cases),
+        "gunicorn_corpus": corpus_results() if with_gunicorn_corpus else {"fetched": False,
+                                                                          "reason": "not asked", "requests": []},
+        "finished_utc": utc_now(),
+    }
+    complete = not quick and design_names is None and case_names is None
+    path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
+    write_json_atomic(path, record)
+    return path, record
