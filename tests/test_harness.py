@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 from harness.clients import probe, verify
-from harness.model.catalogue import Design
+from harness.model.catalogue import Design, Scenario
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_json_atomic
+from harness.render import site
+from harness.suites import runner
 from harness.system import launcher, ports, processes
 
 from conftest import CATALOGUE, started, tcp_sockets_on
@@ -174,6 +176,45 @@ def test_broken_designs_are_recorded_as_failed_and_the_run_goes_on(tmp_path: Pat
     assert {"cpu_model", "cpu_count", "kernel", "python", "tools", "commit", "pinning"} <= environment.keys()
     assert environment["tools"]["ab"].startswith("ApacheBench")
     assert "FAILED in broken-designs: exits-at-start, wrong-answer, dies-mid-run" in result.stderr
+
+
+class ShortRunTool:
+    """A load tool whose every run lasts 0.3 s: what hey did with 2,000 requests on kept connections."""
+
+    name, keep_alive_version, reads = "short", None, frozenset()
+
+    def version(self) -> str:
+        return "short 1"
+
+    def command(self, url: str, concurrency: int, settings: dict, workdir: Path | None = None) -> list[str]:
+        return ["short", url]
+
+    def run(self, url: str, concurrency: int, settings: dict, workdir: Path, cpu: str | None) -> dict:
+        return {"tool": self.name, "command": self.command(url, concurrency, settings), "concurrency": concurrency,
+                "complete": 300, "failed": 0, "non_2xx": 0, "requests_per_second": 1000.0, "duration_s": 0.3,
+                "latency_ms": None, "error": None}
+
+
+@pytest.mark.parametrize("fixed_count", [None, "the article's fixed-count experiment"], ids=["timed", "fixed-count"])
+def test_a_run_shorter_than_a_second_is_an_error_outside_a_fixed_count_experiment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_count: str | None) -> None:
+    options = {"ceiling_exempt": "a test", **({"fixed_count": fixed_count} if fixed_count else {})}
+    scenario = Scenario(id="short-runs", title="t", article="", tool="short", requests=300, concurrency=[10],
+                        time_limit=5, delay=0.0, keep_alive=False, repeat=2, designs=["thread-per-connection"],
+                        quick={}, published={}, options=options)
+    monkeypatch.setattr(runner, "require_tool", lambda name: ShortRunTool())
+    _, record = runner.run_scenario(CATALOGUE, scenario, None, quick=False, repeat=None, out_dir=tmp_path)
+    design = record["designs"][0]
+    table = site.scenario_table(record)
+    if fixed_count:  # its runs end at their count, however soon: numbers, unflagged
+        assert design["status"] == "ok" and [run["error"] for run in design["runs"]] == [None, None]
+        assert "**1,000**" in table and "⚠" not in table
+        return
+    assert design["status"] == "failed" and len(design["runs"]) == 1  # the first short run stops the design
+    run = design["runs"][0]
+    assert run["error"].startswith("the run lasted 0.30 s (300 requests), under the 1 s a measured run needs")
+    assert run["requests_per_second"] == 1000.0  # kept in the record, with its reason
+    assert "not measured: at c=10: the run lasted 0.30 s" in table and "1,000" not in table
 
 
 LOAD_MARKER = "slow/good/repetition-0/c2/ab.csv"  # where the interrupted run's ab writes (build/logs/...)

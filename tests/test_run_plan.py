@@ -98,7 +98,21 @@ def test_one_plan_spans_every_scenario_of_a_run() -> None:
     from_scratch, sweep = CATALOGUE.scenario("from-scratch"), CATALOGUE.scenario("sweep-io")
     progress = plan.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
     quick_sweep_levels = len(sweep.settings(quick=True)["concurrency"])
-    assert len(progress.planned) == len(from_scratch.designs) + quick_sweep_levels
+    # from-scratch's quick designs (no ceiling: exempt), then sweep-io's ceiling and the one design named.
+    assert len(progress.planned) == len(from_scratch.design_names(quick=True)) + 2 * quick_sweep_levels
+
+
+def test_a_quick_run_measures_the_few_designs_its_quick_table_names() -> None:
+    from_scratch = CATALOGUE.scenario("from-scratch")
+    chosen = from_scratch.design_names(quick=True)
+    assert chosen == from_scratch.quick_designs and set(chosen) < set(from_scratch.designs)
+    assert from_scratch.design_names(quick=False) == from_scratch.designs
+    assert from_scratch.to_json()["quick"]["designs"] == chosen  # the record says which
+    full = plan.plan_run(CATALOGUE, [(from_scratch, None)], quick=False, repeat=1)
+    quick = plan.plan_run(CATALOGUE, [(from_scratch, None)], quick=True, repeat=None)
+    assert (len(full.planned), len(quick.planned)) == (len(from_scratch.designs), len(chosen))
+    named = plan.plan_run(CATALOGUE, [(from_scratch, ["stdlib-http-server"])], quick=True, repeat=None)
+    assert len(named.planned) == 1  # --design names any of the scenario's designs, quick or not
 
 
 def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_its_plan(tmp_path: Path) -> None:

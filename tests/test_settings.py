@@ -30,7 +30,8 @@ concurrent = false
 reproduces = []
 """
 SCENARIO = {"id": '"s"', "title": '"t"', "tool": '"ab"', "requests": "10", "concurrency": "[1]",
-            "time_limit": "1", "delay": "0", "repeat": "1", "designs": '["sequential-sockets"]'}
+            "time_limit": "1", "delay": "0", "repeat": "1", "designs": '["sequential-sockets"]',
+            "ceiling_exempt": '"a test"', "fixed_count": '"a test"'}
 
 
 def write_catalogue(directory: Path, quick: str = "", drop: tuple[str, ...] = (), **changes: str) -> Path:
@@ -94,7 +95,7 @@ def test_a_missing_required_setting_an_unknown_tool_and_an_unknown_ceiling_are_e
     assert "missing required setting(s) 'delay'" in refused(tmp_path)
     write_catalogue(tmp_path, tool='"siege"')
     assert "unknown tool 'siege'" in refused(tmp_path)
-    write_catalogue(tmp_path, ceiling='"ngnix"')
+    write_catalogue(tmp_path, drop=("ceiling_exempt",), ceiling='"ngnix"')
     assert "names design 'ngnix', which is not in the catalogue" in refused(tmp_path)
 
 
@@ -108,3 +109,84 @@ def test_every_tool_reads_only_known_settings_and_every_tool_setting_has_a_reade
 def test_the_readme_lists_every_setting() -> None:
     readme = (REPO_ROOT / "scripts" / "catalogue" / "README.md").read_text(encoding="utf-8")
     assert [name for name in settings.SETTINGS if f"`{name}`" not in readme] == []
+
+
+# --- what a scenario must measure: the tool's ceiling, and runs of a second or more ---------------------
+
+def test_a_scenario_without_a_ceiling_or_a_reason_for_none_is_an_error(tmp_path: Path) -> None:
+    path = write_catalogue(tmp_path, drop=("ceiling_exempt",))
+    message = refused(tmp_path)
+    assert f"{path}: scenario 's': measures no tool ceiling" in message and "ceiling_exempt" in message
+    write_catalogue(tmp_path, ceiling='"sequential-sockets"')
+    assert "sets both ceiling and ceiling_exempt" in refused(tmp_path)
+    write_catalogue(tmp_path, drop=("ceiling_exempt",), ceiling='"sequential-sockets"')
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["ceiling"] == "sequential-sockets"
+
+
+@pytest.mark.parametrize("key", ["ceiling_exempt", "fixed_count"])
+def test_an_exemption_must_say_why(tmp_path: Path, key: str) -> None:
+    write_catalogue(tmp_path, **{key: '"  "'})
+    assert f"{key} must say why" in refused(tmp_path)
+
+
+def test_a_quick_run_cannot_drop_the_ceiling_or_the_run_length_rule(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, quick='fixed_count = "faster"')
+    assert "quick.fixed_count is not allowed" in refused(tmp_path)
+
+
+@pytest.mark.parametrize(("tool", "changes", "quick", "expected"), [
+    # The keep-alive scenario as it was: hey sends 2,000 requests in about 0.1 s, long before its 4 s limit.
+    ("hey", {"requests": "2000", "time_limit": "4", "keep_alive": "true"}, "",
+     "hey stops after requests = 2,000, which it can send in 0.02 s"),
+    ("ab", {"requests": "1000000", "time_limit": "0.5"}, "", "a time limit of 0.5 s"),
+    ("ab", {"requests": "1000000", "time_limit": "5"}, "time_limit = 0.5", "quick: a time limit of 0.5 s"),
+    ("ab", {"requests": "1000000", "time_limit": "5", "time_limit_blocking": "0.5"}, "", "a time limit of 0.5 s"),
+    ("wrk", {"requests": "0", "time_limit": "1", "time_limit_at": "{ 10 = 0.5 }"}, "", "a time limit of 0.5 s"),
+    ("http-client", {"requests": "30", "time_limit": "10"}, "", "http-client runs until it has sent its requests"),
+    ("http-client", {"requests": "0", "time_limit": "3", "rate": "[20, 160]", "schedule_seconds": "0.5"}, "",
+     "an open-loop schedule of 0.5 s"),
+    ("echo-client", {"requests": "0", "time_limit": "15"}, "", "echo-client runs until it has sent its requests"),
+])
+def test_a_scenario_whose_runs_can_end_under_a_second_is_an_error(tmp_path: Path, tool: str, changes: dict[str, str],
+                                                                   quick: str, expected: str) -> None:
+    path = write_catalogue(tmp_path, quick=quick, drop=("fixed_count",), tool=f'"{tool}"', **changes)
+    message = refused(tmp_path)
+    assert f"{path}: scenario 's': {expected}" in message, message
+    assert "fixed_count" in message  # the way out, for an article's fixed-count experiment
+
+
+@pytest.mark.parametrize(("tool", "changes", "quick"), [
+    ("hey", {"requests": "1000000", "time_limit": "3", "keep_alive": "true"}, "time_limit = 1.1"),
+    ("ab", {"requests": "1000000", "time_limit": "5"}, "time_limit = 1"),
+    ("wrk", {"requests": "0", "time_limit": "1", "time_limit_at": "{ 10 = 2 }"}, "time_limit_at = {}"),
+    ("http-client", {"requests": "0", "time_limit": "3", "rate": "[20, 160]", "schedule_seconds": "2"},
+     "schedule_seconds = 1"),
+])
+def test_a_duration_bound_scenario_needs_no_exemption(tmp_path: Path, tool: str, changes: dict[str, str],
+                                                       quick: str) -> None:
+    write_catalogue(tmp_path, quick=quick, drop=("fixed_count",), tool=f'"{tool}"', **changes)
+    assert load_catalogue(tmp_path).scenario("s").tool == tool
+
+
+def test_a_fixed_count_experiment_may_run_for_less_than_a_second(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, tool='"hey"', requests="2000", time_limit="0.5")
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["fixed_count"] == "a test"
+
+
+def test_quick_designs_are_a_few_of_the_scenarios_own(tmp_path: Path) -> None:
+    write_catalogue(tmp_path, quick='designs = ["sequential-sockets"]')
+    scenario = load_catalogue(tmp_path).scenario("s")
+    assert scenario.design_names(quick=True) == ["sequential-sockets"]
+    assert "designs" not in scenario.settings(quick=True)  # a name, not a setting
+    write_catalogue(tmp_path, quick='designs = ["thread-per-connection"]')
+    assert "quick.designs = ['thread-per-connection'], expected: a non-empty list of the scenario's own designs" \
+        in refused(tmp_path)
+
+
+def test_every_scenario_of_the_site_measures_a_ceiling_or_says_why_not() -> None:
+    """And exempts only what the README names: a fixed count only with an article's figures, or a picture."""
+    for scenario in load_catalogue().scenarios.values():
+        options = scenario.options
+        assert ("ceiling" in options) != ("ceiling_exempt" in options), scenario.id
+        if options.get("fixed_count"):
+            assert scenario.published or options.get("timeline"), scenario.id

@@ -136,6 +136,7 @@ concurrency = [1]
 time_limit = 1
 delay = 0
 repeat = 1
+ceiling_exempt = "a test"
 designs = ["no-work"]
 
 [scenario.quick]

@@ -97,6 +97,11 @@ class Scenario:
     quick: dict[str, Any]
     published: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)  # tool- or scenario-specific extras
+    quick_designs: list[str] | None = None  # `designs` in [scenario.quick]: the few a quick run measures
+
+    def design_names(self, quick: bool) -> list[str]:
+        """The designs a run measures: all of them, or in a quick run the few its quick table names."""
+        return list(self.quick_designs or self.designs) if quick else list(self.designs)
 
     def settings(self, quick: bool) -> dict[str, Any]:
         """The parameters a run uses: the full ones, or with the quick overrides."""
@@ -119,7 +124,7 @@ class Scenario:
             "tool": self.tool,
             **self.settings(quick=False),
             "designs": self.designs,
-            "quick": self.quick,
+            "quick": {**self.quick, **({"designs": self.quick_designs} if self.quick_designs else {})},
             "published": self.published,
         }
 
@@ -189,15 +194,23 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             keep_alive=entry.get("keep_alive", False),
             repeat=entry["repeat"],
             designs=entry["designs"],
-            quick=entry.get("quick", {}),
+            quick={key: value for key, value in entry.get("quick", {}).items() if key != "designs"},
             published=entry.get("published", {}),
             options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
+            quick_designs=entry.get("quick", {}).get("designs"),
         )
         for name in [*scenario.designs, *(scenario.options[key] for key in ("ceiling", "relative_to")
                                           if key in scenario.options)]:
             if name not in designs:
                 raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
                                  f"catalogue; known designs: {', '.join(sorted(designs))}")
+        ceiling = designs.get(scenario.options.get("ceiling", ""))
+        if ceiling is not None:  # caught here: the tool's ceiling must do what the scenario asks, as its designs do
+            asks = [key for key in ("keep_alive", "pipelining")
+                    if any(scenario.settings(quick).get(key) for quick in (False, True)) and not getattr(ceiling, key)]
+            if asks:
+                raise ValueError(f"{path}: scenario {scenario.id!r} sets {asks[0]} = true, but its ceiling "
+                                 f"{ceiling.name!r} does not declare it: it would be refused, and no cell flagged")
         asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
         unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
         if unable:  # caught here, not when the run reaches them

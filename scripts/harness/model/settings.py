@@ -12,6 +12,23 @@ tool setting the scenario's tool does not read is an error naming the key, the s
 and the file (bench.py exits 2). So is `keep_alive = true` with a tool that cannot keep
 connections alive (one whose `reads` lacks `keep_alive`).
 
+Two rules keep a scenario's numbers from measuring the load tool instead of the server (STYLE.md,
+rule 12), checked by check_measurement below:
+
+- The tool's ceiling. Every scenario names a `ceiling` (a design measured first, with no
+  simulated call, so the tables can flag cells within 80% of it), or says in `ceiling_exempt`
+  why a ceiling would mean nothing there (an article's reproduction whose rates a simulated
+  call holds far below any tool, an open loop at a fixed offered rate, a picture of one run).
+- Runs of at least MIN_RUN_SECONDS. A run that short weighs the tool's start and stop as much
+  as the server. Every time limit a scenario can run under (full or quick, `time_limit_at`,
+  `time_limit_blocking`) is at least that long, and runs must end by their time limit, not by a
+  request count: wrk always does; hey and ab only when `requests` outlasts the longest limit at
+  FASTEST_COUNTED_RATE; our open-loop client when each rate's schedule lasts that long. The one
+  exception is `fixed_count` (a stated reason): an article's fixed-count experiment, compared
+  with its published figures, or a run that is a picture rather than a rate. The runner then
+  also marks any measured run shorter than MIN_RUN_SECONDS as an error (suites/runner.py), so a
+  server fast enough to beat the estimate still never shows a sub-second number.
+
 To add a setting: one `Setting(...)` line below; for a tool setting, also its name in the
 TOOL_READS entry of each load tool that reads it.
 """
@@ -19,6 +36,7 @@ TOOL_READS entry of each load tool that reads it.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +44,14 @@ from typing import Any
 
 HARNESS, TOOL = "harness", "tool"
 NAME_KEYS = {"id", "title", "article", "tool", "designs", "quick", "published"}  # a scenario's names, not settings
+MIN_RUN_SECONDS = 1.0  # a measured run shorter than this is an error, outside a fixed-count experiment
+# Faster than hey or ab has run here (hey with keep-alive against nginx: about 35,000 requests/s, pinned to
+# one CPU; wrk, which has no request count, reached 129,000): a hey or ab scenario whose `requests` would
+# last this long at this rate is stopped by its time limit, never by its count.
+FASTEST_COUNTED_RATE = 100_000
+COUNTED_TOOLS = {"ab", "hey"}  # tools that stop at `requests` or at the time limit, whichever comes first
+DURATION_TOOLS = {"wrk"}  # tools that run for the time limit and have no request count
+FULL_RUN_ONLY = {"ceiling", "ceiling_exempt", "fixed_count"}  # what a scenario measures: never changed by quick
 
 
 def _integer(value: Any) -> bool:
@@ -69,7 +95,9 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("repeat", "integer", HARNESS, required=True),
     Setting("keep_alive", "boolean", HARNESS),  # true: verified per design, and the tool must read it
     Setting("pipelining", "boolean", HARNESS),  # true: only designs that declare and prove pipelining
-    Setting("ceiling", "string", HARNESS),
+    Setting("ceiling", "string", HARNESS),  # the design the tool is measured against, first, with no simulated call
+    Setting("ceiling_exempt", "string", HARNESS),  # why this scenario measures no ceiling (check_measurement)
+    Setting("fixed_count", "string", HARNESS),  # why its runs end at a request count, however short (ditto)
     Setting("proxy", "string", HARNESS),
     Setting("relative_to", "string", HARNESS),
     Setting("time_limit_blocking", "number", HARNESS),
@@ -117,6 +145,12 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
     quick = entry.get("quick", {})
     if not isinstance(quick, dict):
         raise SettingsError(f"{where}: [scenario.quick] must be a table")
+    if "designs" in quick:  # the one name a quick run may change: which designs it measures
+        chosen = quick["designs"]
+        if not isinstance(chosen, list) or not chosen or not set(chosen) <= set(entry["designs"]):
+            raise SettingsError(f"{where}: quick.designs = {chosen!r}, expected: a non-empty list of the "
+                                "scenario's own designs")
+        quick = {key: value for key, value in quick.items() if key != "designs"}
     tables = [("", {key: value for key, value in entry.items() if key not in NAME_KEYS}), ("quick.", quick)]
     for prefix, table in tables:
         for key, value in table.items():
@@ -126,6 +160,64 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
         raise SettingsError(f"{where}: missing required setting(s) {', '.join(map(repr, missing))}")
     if (entry.get("keep_alive") or quick.get("keep_alive")) and "keep_alive" not in tool_reads:
         raise SettingsError(f"{where}: keep_alive = true, but its tool {tool_name!r} cannot keep connections alive")
+    check_measurement(where, entry, quick, tool_name)
+
+
+def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], tool_name: str) -> None:
+    """Raise SettingsError unless the scenario measures its tool's ceiling and runs long enough (module header)."""
+    moved = sorted(FULL_RUN_ONLY & quick.keys())
+    if moved:
+        raise SettingsError(f"{where}: quick.{moved[0]} is not allowed: a quick run measures what the full run "
+                            "measures, only shorter")
+    for key in FULL_RUN_ONLY - {"ceiling"}:
+        if key in entry and not entry[key].strip():
+            raise SettingsError(f"{where}: {key} must say why, in a sentence")
+    if ("ceiling" in entry) == ("ceiling_exempt" in entry):
+        raise SettingsError(
+            f"{where}: " + ("sets both ceiling and ceiling_exempt" if "ceiling" in entry else
+                            "measures no tool ceiling: set ceiling = \"DESIGN\" (the fastest design the tool can "
+                            "load, measured first with no simulated call, so cells near it are flagged tool-bound), "
+                            "or ceiling_exempt = \"why a ceiling means nothing here\""))
+    if entry.get("fixed_count"):
+        return  # an article's fixed-count experiment (or a picture): its runs end at their count, however short
+    settings = {key: value for key, value in entry.items() if key not in NAME_KEYS}
+    for label, variant in (("", settings), ("quick: ", {**settings, **quick})):
+        problem = run_length_problem(variant, tool_name)
+        if problem:
+            raise SettingsError(f"{where}: {label}{problem}; make its runs last {MIN_RUN_SECONDS:g} s or more, "
+                                "or, for an article's fixed-count experiment, fixed_count = \"why\"")
+
+
+def time_limits(settings: dict[str, Any]) -> list[float]:
+    """Every time limit a run of these settings can run under: the scenario's, per level, for blocking designs."""
+    limits = [settings["time_limit"], *(settings.get("time_limit_at") or {}).values()]
+    return limits + ([settings["time_limit_blocking"]] if settings.get("time_limit_blocking") else [])
+
+
+def run_length_problem(settings: dict[str, Any], tool_name: str) -> str | None:
+    """Why runs of these settings could last under MIN_RUN_SECONDS, or None when each lasts at least that."""
+    limits = time_limits(settings)
+    if min(limits) < MIN_RUN_SECONDS:
+        return f"a time limit of {min(limits):g} s"
+    if tool_name in DURATION_TOOLS:
+        return None
+    if tool_name in COUNTED_TOOLS:
+        needed = math.ceil(max(limits) * FASTEST_COUNTED_RATE)
+        if settings["requests"] < needed:
+            return (f"{tool_name} stops after requests = {settings['requests']:,}, which it can send in "
+                    f"{settings['requests'] / FASTEST_COUNTED_RATE:.2g} s (at {FASTEST_COUNTED_RATE:,} requests/s), "
+                    f"before its time limit of {max(limits):g} s; requests = {needed:,} or more lets the time "
+                    "limit end every run")
+        return None
+    rates = settings.get("rate")
+    if rates is not None:  # open loop: a run lasts as long as its schedule (suites/plan.py, levels)
+        swept = isinstance(rates, list)
+        schedules = ([settings["schedule_seconds"]] if swept and settings.get("schedule_seconds")
+                     else [settings["requests"] / rate for rate in (rates if swept else [rates])])
+        if min(schedules) < MIN_RUN_SECONDS:
+            return f"an open-loop schedule of {min(schedules):g} s"
+        return None
+    return f"{tool_name} runs until it has sent its requests, however soon that is"
 
 
 def _check_one(where: str, shown: str, key: str, value: Any, tool_name: str, tool_reads: Collection[str]) -> None:

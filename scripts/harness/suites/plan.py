@@ -135,7 +135,7 @@ def plan_run(catalogue: Catalogue, runs: list[tuple[Scenario, list[str] | None]]
     planned: list[float] = []
     for scenario, design_names in runs:
         settings = scenario_settings(scenario, quick, repeat)
-        designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
+        designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
         cells = plan_cells(settings, designs, with_ceiling=bool(settings.get("ceiling")))
         factor = past_speed(catalogue, RESULTS_DIR if not quick else SCRATCH_RESULTS_DIR, scenario.id)
         planned += [seconds * factor for seconds in cells]

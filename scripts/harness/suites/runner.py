@@ -4,7 +4,9 @@ Order of a cell: start the server (pinned to one CPU) -> wait until it listens -
 verify its answer (a wrong answer is recorded as failed, never measured) -> prime
 it with a few requests -> warm it up (the scenario's `warm_up`: the same load for a
 few seconds, not counted) -> run the load tool (pinned to the other CPU) -> check it
-is still alive -> stop it (SIGTERM to the process group) and record its exit code.
+is still alive and the run lasted long enough (a run under settings.MIN_RUN_SECONDS,
+outside a `fixed_count` experiment, is an error: never a number) -> stop it (SIGTERM
+to the process group) and record its exit code.
 Repetitions alternate the order of designs, so slow drift of the machine does not
 always favour the same design. A scenario with `database = true` runs inside a scratch
 PostgreSQL (system/postgres.py), started before its first cell and stopped after its last;
@@ -30,6 +32,7 @@ from harness.clients import verify
 from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
+from harness.model.settings import MIN_RUN_SECONDS
 from harness.suites import plan
 from harness.system import launcher, ports, postgres, processes
 from harness.system.environment import describe_machine, utc_now
@@ -78,6 +81,19 @@ def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any],
     return {"seconds": seconds, "command": processes.pinned(run["command"], load_cpu) if run.get("command") else None,
             "requests_per_second": run.get("requests_per_second"), "failed": run.get("failed"),
             "error": run.get("error")}
+
+
+def too_short(run: dict[str, Any], settings: dict[str, Any]) -> str | None:
+    """Why a measured run is too short to be a number (under MIN_RUN_SECONDS), or None.
+
+    An article's fixed-count experiment (`fixed_count`) ends at its count however soon; a run that
+    answered nothing is left as it is (its failures are the finding).
+    """
+    duration = run.get("duration_s")
+    if settings.get("fixed_count") or not run.get("complete") or duration is None or duration >= MIN_RUN_SECONDS:
+        return None
+    return (f"the run lasted {duration:.2f} s ({run['complete']:,} requests), under the {MIN_RUN_SECONDS:g} s a "
+            "measured run needs (scripts/catalogue/README.md: runs of at least 1 s)")
 
 
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
@@ -145,10 +161,16 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                            else overflows_after - overflows_before,
                            time_limit=level_settings.get("time_limit"),
                            server_resources=sampler.summary(run.get("complete") or 0))
+                short = None if run.get("error") else too_short(run, level_settings)
+                if short:
+                    run["error"] = short  # kept in the record, with its numbers; no table shows it as one
                 outcome.runs.append(run)
                 if not server.alive():
                     outcome.fail(f"server died during the run (exit code {server.process.returncode})",
                                  server.stderr_tail())
+                    return
+                if short:
+                    outcome.fail(f"at {label}: {short}")
                     return
                 if run.get("error"):
                     outcome.fail(f"load tool failed at c={concurrency}: {run['error']}", server.stderr_tail())
@@ -168,7 +190,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
                  progress: plan.Progress | None = None) -> tuple[Path, dict[str, Any]]:
     """Run every cell of a scenario and write its record; returns the path and the record."""
     settings = plan.scenario_settings(scenario, quick, repeat)
-    designs = [catalogue.design(name) for name in (design_names or scenario.designs)]
+    designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
     tool = require_tool(scenario.tool)
     pinning = processes.cpu_pinning(server_on_every_cpu=settings.get("server_cpus") == "all")
     environment = describe_machine(pinning, {tool.name: tool.version()})
