@@ -199,3 +199,25 @@ def test_the_cpu_column_divides_the_servers_cpu_seconds_by_the_requests_it_answe
     first_row = next(line for line in table.splitlines() if line.startswith(f"| [{record['designs'][0]['name']}]("))
     assert [cell.strip() for cell in first_row.split("|")][column] == f"{expected:,.0f}"
     assert "CPU µs" not in site.scenario_table(fixture("keep-alive-slow-path-on"))
+
+
+# --- runs shorter than a second, in a record made before the rule ---------------------------------------------
+
+
+def test_a_record_made_before_the_one_second_rule_shows_its_short_runs_with_a_flag() -> None:
+    """The committed keep-alive record: hey sent 2,000 requests in about 0.07 s. Shown, and flagged."""
+    record = copy.deepcopy(fixture("peak"))
+    record["scenario"]["id"] = "keep-alive"  # not a fixed-count experiment in the catalogue
+    first = record["designs"][0]
+    first["runs"].append({**first["runs"][0], "duration_s": 0.12})
+    for design in record["designs"]:
+        design["runs"][0]["duration_s"] = 0.07
+    table = site.scenario_table(record)
+    narrow, full = [line for line in table.splitlines() if f"[{first['name']}](" in line]
+    assert "⚠ 0.07 s runs" in narrow  # the shortest
+    assert "⚠ runs of 0.07–0.12 s, under 1 s" in full
+    record["settings"]["fixed_count"] = "the article's experiment"  # a record that says it is one
+    assert " s runs" not in site.scenario_table(record)
+    del record["settings"]["fixed_count"]
+    record["scenario"]["id"] = "designing-servers"  # older than the key: the catalogue says it is one
+    assert " s runs" not in site.scenario_table(record)

@@ -4,13 +4,22 @@ A record's runs group into cells by level. The level is the concurrency, except
 in an open-loop rate sweep (settings["rate"] is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
 rate of the run, run["rate"]. Runs that ended in an error belong to no cell.
+
+A cell whose runs lasted under settings.MIN_RUN_SECONDS is flagged (short_run_warning):
+since the runner makes such a run an error, only a record made before that rule has one,
+and its numbers stay on the page with the flag rather than disappear. An article's
+fixed-count experiment (`fixed_count`, in the record's settings or, for a record older
+than the key, in its scenario's catalogue entry) ends at its count by design: not flagged.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 from typing import Any
 
+from harness.model.catalogue import load_catalogue
+from harness.model.settings import MIN_RUN_SECONDS
 from harness.model.stats import spread
 
 TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measures the tool, not the design
@@ -115,3 +124,32 @@ def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
     what it is passes word="" (' ⚠ 35%').
     """
     return f" ⚠ {word}{rate['relative_interval']:.0%}" if rate["relative_interval"] > SPREAD_FLAG else ""
+
+
+@functools.cache
+def _fixed_count_scenarios() -> frozenset[str]:
+    """The scenarios today's catalogue declares fixed-count experiments (read once)."""
+    return frozenset(scenario.id for scenario in load_catalogue().scenarios.values()
+                     if scenario.options.get("fixed_count"))
+
+
+def fixed_count(record: dict[str, Any]) -> bool:
+    """Whether the record's runs end at a request count by design, however short (an article's experiment)."""
+    if "fixed_count" in record["settings"]:
+        return bool(record["settings"]["fixed_count"])
+    return record["scenario"]["id"] in _fixed_count_scenarios()  # a record older than the key
+
+
+def short_run_warning(record: dict[str, Any], cell: dict[str, Any], every_column: bool = False) -> str:
+    """' ⚠ 0.06 s runs' when a run of the cell lasted under MIN_RUN_SECONDS outside a fixed-count experiment.
+
+    The full table gives the range (' ⚠ runs of 0.04–0.12 s, under 1 s'). Such a run weighs the
+    tool's start and stop as much as the server: the number is the tool's as much as the design's.
+    """
+    durations = sorted(run["duration_s"] for run in cell["runs"] if run.get("duration_s") is not None)
+    if not durations or durations[0] >= MIN_RUN_SECONDS or fixed_count(record):
+        return ""
+    if every_column:
+        span = f"{durations[0]:.2f}" + (f"–{durations[-1]:.2f}" if durations[-1] > durations[0] else "")
+        return f" ⚠ runs of {span} s, under {MIN_RUN_SECONDS:g} s"
+    return f" ⚠ {durations[0]:.2f} s runs"

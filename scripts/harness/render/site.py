@@ -47,6 +47,7 @@ from harness.render.cells import (
     level_key,
     levels,
     rate_medians,
+    short_run_warning,
     spread_warning,
     summarise_cell,
     tool_bound,
@@ -95,13 +96,19 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
     return f"{done} of {cell['requested']:,}"
 
 
-def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False) -> str:
-    """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near."""
+def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
+               record: dict[str, Any] | None = None) -> str:
+    """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near.
+
+    With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so (cells.py).
+    """
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}**"
     if every_column:  # the narrow table leaves the interval (min–max for five runs) to the one behind "Every column"
         text += f" ({format_rate(rate['interval_low'])}–{format_rate(rate['interval_high'])})"
     text += spread_warning(rate)
+    if record is not None:
+        text += short_run_warning(record, cell, every_column)
     if tool_bound(rate["median"], ceiling):
         share = f"{rate['median'] / ceiling:.0%}"
         text += f" ⚠ tool-bound ({share} of the tool's ceiling)" if every_column else f" ⚠ tool-bound ({share})"
@@ -182,7 +189,7 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     if len(levels(record)) > 1:
         chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
     chosen.append((f"Requests/s, median ({interval_name(settings['repeat'])})" if every_column else "Req/s",
-                   lambda row: rate_label(row.cell, row.ceiling, every_column)))
+                   lambda row: rate_label(row.cell, row.ceiling, every_column, row.record)))
     if metric == "duration_s":
         chosen.append(("Total time, s, median (min–max)", _duration) if every_column else ("Total s", _duration_median))
     if settings.get("relative_to"):
