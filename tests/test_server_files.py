@@ -36,7 +36,7 @@ MARKER = re.compile(r"^[ \t]*# --8<-- \[(start|end):([\w-]+)\]$", re.M)  # a sec
 # Copies of a plumbing name that differ on purpose: name -> {variant: (reason, files)}. Every file
 # carrying the name and not listed here carries the main copy; the copies inside each group are identical.
 EVENT_LOOP_FILES = {"selectors_blocking_sleep.py", "selectors_timer.py"}
-ASYNCIO_STREAMS_FILES = {"asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py"}
+ASYNCIO_STREAMS_FILES = {"asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py", "asyncio_asyncpg.py"}
 THREAD_KEEP_ALIVE_FILES = {"thread_per_connection_keep_alive.py", "gevent_thread_per_connection.py"}
 VARIANTS: dict[str, dict[str, tuple[str, set[str]]]] = {
     "build_response": {
@@ -146,7 +146,8 @@ def test_every_variant_listed_is_still_a_plumbing_copy() -> None:
 # word (event-loop workers run asyncio streams' handler in each worker; three designs stop accepting the same
 # way; the two selectors loops pause accepting the same way out of descriptors). name -> the files that carry it.
 SAME_OUTSIDE_PLUMBING = {"handle_request": ("asyncio_streams.py", "event_loop_workers.py"),
-                         "stop_reading_listeners": ("asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py"),
+                         "stop_reading_listeners": ("asyncio_streams.py", "asyncio_executor.py",
+                                                    "event_loop_workers.py", "asyncio_asyncpg.py"),
                          "accept_connection": tuple(sorted(EVENT_LOOP_FILES)),
                          "AcceptPause": tuple(sorted(EVENT_LOOP_FILES))}
 

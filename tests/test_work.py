@@ -88,10 +88,12 @@ def test_delay_is_the_simulated_call_and_work_the_cpu_work_in_every_server_file(
 
 @pytest.mark.parametrize("design", WORK_DESIGNS, ids=lambda design: design.name)
 def test_server_command_adds_work_only_when_asked(design: Design, tmp_path: Path) -> None:
-    without = launcher.server_command(design, 8000, 0.0, tmp_path)
+    database = "postgresql://bench@127.0.0.1:5432/bench" if launcher.needs_database(design) else None
+    without = launcher.server_command(design, 8000, 0.0, tmp_path, database=database)
     assert "--work" not in without
-    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=0) == without
-    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=1234) == [*without, "--work", "1234"]
+    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=0, database=database) == without
+    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=1234, database=database) == [
+        *without, "--work", "1234"]
 
 
 def test_server_command_refuses_work_for_a_design_without_it(tmp_path: Path) -> None:

@@ -50,8 +50,11 @@ READY_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_BYTES = 3000
 
-# The settings that differ from the defaults, and why. Everything else is PostgreSQL 15's default,
-# shared_buffers included (128 MB, and the world table is about half a megabyte).
+# --8<-- [start:settings]
+# The settings that differ from the defaults, and why. Everything else is PostgreSQL's default (version 15 on
+# Debian bookworm), shared_buffers included (128 MB; the world table is about half a megabyte). Set per cluster
+# too (postgres_command): `port`, a free one, and `unix_socket_directories`, the cluster's own directory (not
+# /var/run/postgresql, which belongs to the system's clusters).
 SETTINGS: dict[str, tuple[str, str]] = {
     "listen_addresses": ("127.0.0.1", "loopback only, like the designs; the default is localhost, which may add ::1"),
     "max_connections": ("200", "room for a pool of up to about 190 connections beside the harness's own "
@@ -64,6 +67,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
 INITDB_OPTIONS = ["--auth=trust",  # no password: loopback only (listen_addresses), and a scratch cluster
                   "--encoding=UTF8", "--locale=C",  # the same text ordering on every machine
                   "--no-sync"]  # initdb's own fsync of the new files: nothing here needs to survive a crash
+# --8<-- [end:settings]
 
 WORLD_ROWS = 10_000
 WORLD_SEED = 20_210_021  # a fixed seed: every run seeds identical rows (issue 21)
@@ -165,7 +169,7 @@ def make_directory(run_as: Sequence[str]) -> Path:
     return directory
 
 
-def server_command(bin_dir: Path, data_dir: Path, socket_dir: Path, host: str, port: int) -> list[str]:
+def postgres_command(bin_dir: Path, data_dir: Path, socket_dir: Path, host: str, port: int) -> list[str]:
     """The postgres command line: the data directory, where it listens, and every changed setting."""
     settings = {**{name: value for name, (value, _) in SETTINGS.items()}, "listen_addresses": host,
                 "port": str(port), "unix_socket_directories": str(socket_dir)}  # our socket, not /var/run's
@@ -273,7 +277,7 @@ def scratch_cluster(port: int | None = None, host: str = processes.LOOPBACK,
         data_dir = directory / "data"
         run_program([*run_as, str(bin_dir / "initdb"), f"--pgdata={data_dir}", f"--username={ROLE}", *INITDB_OPTIONS],
                     timeout=60)
-        command = [*run_as, *server_command(bin_dir, data_dir, directory, host, port)]
+        command = [*run_as, *postgres_command(bin_dir, data_dir, directory, host, port)]
         with open(directory / "postgres.log", "wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                        start_new_session=True, cwd="/", env={**os.environ, "LC_ALL": "C"})

@@ -1,0 +1,150 @@
+"""The scratch PostgreSQL (scripts/harness/system/postgres.py) and the two designs that query it.
+
+One cluster is started for the module, seeded, queried from one request to each design (started
+through the launcher with its DSN, as every suite starts them), and stopped; after that, no
+PostgreSQL process of ours may be left in the process table. A second start must seed identical
+rows. Bounded: each cluster starts and stops in about two seconds.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import shutil
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness.clients import probe
+from harness.model.catalogue import Design
+from harness.system import launcher, postgres, processes
+from process_table import all_processes
+
+from conftest import CATALOGUE
+
+pytestmark = pytest.mark.timeout(90)
+DATABASE_DESIGNS = [design for design in CATALOGUE.designs.values() if launcher.needs_database(design)]
+WORLD_CHECKSUM = "SELECT count(*), sum(id::bigint * randomnumber), min(randomnumber), max(randomnumber) FROM world"
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Processes whose command line names the cluster's directory (postgres, and its children, name it via -D)."""
+    found = []
+    for process in all_processes():
+        try:
+            command = Path(f"/proc/{process.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in command:
+            found.append(process.pid)
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[postgres.ScratchCluster]:
+    with postgres.scratch_cluster() as running:
+        yield running
+    assert not running.directory.exists(), "the scratch directory was left behind"
+
+
+def test_the_designs_that_need_a_database_are_the_two_of_issue_21() -> None:
+    assert sorted(design.name for design in DATABASE_DESIGNS) == ["asyncio-asyncpg", "threads-psycopg-pool"]
+
+
+def test_the_seed_is_techempowers_tables(cluster: postgres.ScratchCluster) -> None:
+    count, _, smallest, largest = cluster.query(WORLD_CHECKSUM).split("|")
+    assert (int(count), int(smallest) >= 1, int(largest) <= 10_000) == (10_000, True, True)
+    assert cluster.query("SELECT count(*) FROM fortune") == str(len(postgres.FORTUNES)) == "12"
+
+
+def test_the_server_listens_on_loopback_with_the_settings_we_state(cluster: postgres.ScratchCluster) -> None:
+    for name, (value, why) in postgres.SETTINGS.items():
+        assert why, f"{name} has no reason"
+        assert cluster.query(f"SHOW {name}") == value, name
+    assert cluster.dsn == f"postgresql://bench@127.0.0.1:{cluster.port}/bench"
+
+
+@pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
+def test_one_request_to_each_design_runs_a_real_query(design: Design, cluster: postgres.ScratchCluster,
+                                                      tmp_path: Path) -> None:
+    """The answer is the page, and X-Query-Result says what PostgreSQL returned; a single row matches the table."""
+    port = processes.free_port()
+    with launcher.running_design(design, port, 0.0, tmp_path, database=cluster.dsn) as server:
+        page = probe.get(server.host, server.port)
+    assert probe.http_problems(page) == []
+    assert page.headers["x-query-result"] == "pg_sleep 0"
+    for query, rows in (("single", 1), ("multiple", 20)):
+        with launcher.running_design(design, port, 0.0, tmp_path / query, database=cluster.dsn,
+                                     extra_arguments=["--query", query]) as server:  # argparse: the last one wins
+            answer = probe.get(server.host, server.port)
+        pairs = [pair.split("=") for pair in answer.headers["x-query-result"].split()]
+        assert answer.status == 200 and len(pairs) == rows
+        for row_id, number in pairs:
+            assert cluster.query(f"SELECT randomnumber FROM world WHERE id = {int(row_id)}") == number
+
+
+@pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
+def test_ten_clients_wait_for_pg_sleep_together(design: Design, cluster: postgres.ScratchCluster,
+                                                tmp_path: Path) -> None:
+    """The pool's 16 connections let ten 0.3 s database sleeps overlap: together well under ten times 0.3 s."""
+    with launcher.running_design(design, processes.free_port(), 0.3, tmp_path, database=cluster.dsn) as server:
+        started_at = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(10) as clients:
+            answers = list(clients.map(lambda _: probe.get(server.host, server.port, timeout=10), range(10)))
+        elapsed = time.monotonic() - started_at
+    assert [answer.headers["x-query-result"] for answer in answers] == ["pg_sleep 0.3"] * 10
+    assert 0.3 <= elapsed < 1.2, f"ten 0.3 s queries took {elapsed:.2f} s"
+
+
+def test_a_design_started_without_a_database_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(launcher.DatabaseMissingError, match="threads-psycopg-pool"):
+        launcher.server_command(CATALOGUE.design("threads-psycopg-pool"), 8000, 0.1, tmp_path)
+
+
+def test_a_second_start_seeds_identical_rows_and_nothing_is_left(cluster: postgres.ScratchCluster) -> None:
+    with postgres.scratch_cluster() as second:
+        assert second.port != cluster.port
+        assert second.query(WORLD_CHECKSUM) == cluster.query(WORLD_CHECKSUM)
+        assert second.query("SELECT string_agg(message, '|' ORDER BY id) FROM fortune") == \
+            cluster.query("SELECT string_agg(message, '|' ORDER BY id) FROM fortune")
+        server_pid, directory = second.process.pid, second.directory
+        assert server_pid in processes_in(directory)
+    assert processes_in(directory) == [], "a PostgreSQL process outlived its cluster"
+    assert not directory.exists()
+
+
+def test_a_missing_postgresql_says_how_to_install_it(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "psql").write_text("#!/bin/sh\nexit 0\n")  # a client alone is not a server
+    (fake_bin / "psql").chmod(0o755)
+    with pytest.raises(postgres.PostgresMissingError, match=r"apt-get install postgresql"):
+        postgres.find_bin_dir(path=str(fake_bin), versioned=str(tmp_path / "none" / "*" / "bin"))
+
+
+def test_a_busy_port_is_named() -> None:
+    with socket.create_server((processes.LOOPBACK, 0)) as holder:
+        port = holder.getsockname()[1]
+        with pytest.raises(processes.PortBusyError, match=str(port)), postgres.scratch_cluster(port=port):
+            pass
+
+
+def test_a_server_that_dies_while_starting_shows_its_log() -> None:
+    """A postgres that exits at once (here: a bad setting) is reported with the tail of its log."""
+    real = postgres.find_bin_dir()
+    # Under build/postgres/, not pytest's tmp_path: as root, the postgres user runs these and must reach them.
+    fake_bin = Path(tempfile.mkdtemp(prefix="fake-bin-", dir=postgres.scratch_parent()))
+    try:
+        fake_bin.chmod(0o755)
+        for program in postgres.PROGRAMS:
+            (fake_bin / program).symlink_to(real / program)
+        (fake_bin / "postgres").unlink()
+        (fake_bin / "postgres").write_text(f'#!/bin/sh\nexec {real / "postgres"} "$@" -c shared_buffers=nonsense\n')
+        (fake_bin / "postgres").chmod(0o755)
+        with pytest.raises(postgres.PostgresStartError, match=r"(?s)exited with code.*shared_buffers"):
+            with postgres.scratch_cluster(bin_dir=fake_bin):
+                pass
+    finally:
+        shutil.rmtree(fake_bin)
