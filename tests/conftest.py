@@ -66,9 +66,11 @@ def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -
         yield server
 
 
-def first_line_served(design_file: str, port: int) -> str:
-    """Start a design file by hand with only --port (its default host) and return the first line it prints."""
-    process = subprocess.Popen([sys.executable, design_file, "--port", str(port)], stdout=subprocess.PIPE,
+def first_line_served(design_file: str, port: int, database: str | None = None) -> str:
+    """Start a design file by hand with only --port (its default host), and --dsn for a database design;
+    return the first line it prints."""
+    dsn = ["--dsn", database] if database else []
+    process = subprocess.Popen([sys.executable, design_file, "--port", str(port), *dsn], stdout=subprocess.PIPE,
                                text=True, cwd=REPO_ROOT, start_new_session=True)
     try:
         return process.stdout.readline()

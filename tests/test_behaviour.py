@@ -21,9 +21,9 @@ import pytest
 from harness.clients import probe
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
-from harness.system import processes
+from harness.system import launcher, processes
 
-from conftest import CATALOGUE, HTTP_DESIGNS, all_at_once, first_line_served, started
+from conftest import CATALOGUE, HTTP_DESIGNS, all_at_once, database_dsn, first_line_served, started
 
 EXPECTED_BODY_MARK = b"<h1>Hello from a Python server</h1>"
 
@@ -143,7 +143,8 @@ def test_the_default_host_is_loopback(http_design: Design) -> None:
     if http_design.command[:2] != ["{python}", "{file}"]:
         pytest.skip("not one of our Python files: the harness passes --host explicitly")
     port = processes.free_port()
-    assert first_line_served(http_design.file, port).startswith(f"Serving on http://127.0.0.1:{port}/")
+    database = database_dsn() if launcher.needs_database(http_design) else None
+    assert first_line_served(http_design.file, port, database).startswith(f"Serving on http://127.0.0.1:{port}/")
 
 
 def simultaneous_gets(host: str, port: int, count: int) -> tuple[float, list[int]]:
