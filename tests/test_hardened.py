@@ -34,6 +34,12 @@ from harness.system import processes
 from servers import hardened_event_loop as hardened
 
 SERVER_FILE = REPO_ROOT / "servers" / "hardened_event_loop.py"
+# The cases that start `patient` or `impatient` run against the design that grows from this one too: its fast
+# path for the common request must leave every case's answer as it was (tests/test_fast_and_correct.py).
+FAST_AND_CORRECT = REPO_ROOT / "servers" / "fast_and_correct.py"
+SERVER_FILES = {"hardened": SERVER_FILE, "fast-and-correct": FAST_AND_CORRECT}
+PATIENT = {"hardened": (SERVER_FILE, 0.05), "fast-and-correct": (FAST_AND_CORRECT, 0.05),
+           "fast-and-correct-at-once": (FAST_AND_CORRECT, 0.0)}  # delay 0: its fast path answers what it can
 PAGE_MARK = b"<h1>Hello from a Python server</h1>"
 QUICK = 1.5  # seconds: an answer "at once" comes well inside this (the patient server's timeouts are 10 s)
 
@@ -193,11 +199,11 @@ def test_the_date_header_is_formatted_once_a_second(monkeypatch: pytest.MonkeyPa
 # The server, end to end.
 
 @contextlib.contextmanager
-def hardened_server(log_dir: Path, *options: str, delay: float = 0.0,
-                    open_files: int | None = None) -> Iterator[processes.RunningServer]:
+def hardened_server(log_dir: Path, *options: str, delay: float = 0.0, open_files: int | None = None,
+                    server_file: Path = SERVER_FILE) -> Iterator[processes.RunningServer]:
     """The server on a free port with the given options; always stopped."""
     port = processes.free_port()
-    command = [sys.executable, str(SERVER_FILE), "--port", str(port), "--delay", str(delay), *options]
+    command = [sys.executable, str(server_file), "--port", str(port), "--delay", str(delay), *options]
     if open_files is None:
         with processes.running_server(command, port, log_dir, cwd=REPO_ROOT) as server:
             yield server
@@ -208,18 +214,22 @@ def hardened_server(log_dir: Path, *options: str, delay: float = 0.0,
         yield server
 
 
-@pytest.fixture(scope="module")
-def patient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[processes.RunningServer]:
+@pytest.fixture(scope="module", params=list(PATIENT))
+def patient(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[processes.RunningServer]:
     """Default timeouts (10 s, keep-alive 5 s): what comes in under QUICK did not wait for one."""
-    with hardened_server(tmp_path_factory.mktemp("patient"), delay=0.05) as server:
+    server_file, delay = PATIENT[request.param]
+    with hardened_server(tmp_path_factory.mktemp("patient"), delay=delay, server_file=server_file) as server:
         yield server
 
 
-@pytest.fixture(scope="module")
-def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[processes.RunningServer]:
+@pytest.fixture(scope="module", params=list(SERVER_FILES))
+def impatient(request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[processes.RunningServer]:
     """Every timeout 1 s, so the cases that wait for one are short."""
     options = ["--head-timeout", "1", "--body-timeout", "1", "--keep-alive-timeout", "1", "--send-timeout", "1"]
-    with hardened_server(tmp_path_factory.mktemp("impatient"), *options) as server:
+    with hardened_server(tmp_path_factory.mktemp("impatient"), *options,
+                         server_file=SERVER_FILES[request.param]) as server:
         yield server
 
 

@@ -150,6 +150,15 @@ SAME_OUTSIDE_PLUMBING = {"handle_request": ("asyncio_streams.py", "event_loop_wo
                                                     "event_loop_workers.py", "asyncio_asyncpg.py"),
                          "accept_connection": tuple(sorted(EVENT_LOOP_FILES)),
                          "AcceptPause": tuple(sorted(EVENT_LOOP_FILES))}
+# Fast and correct grows from the hardened design and keeps its strict parser and its limits word for word: the
+# fast path in front of the parser may answer less than the parser does, never decide otherwise.
+HARDENED_FILES = ("fast_and_correct.py", "hardened_event_loop.py")
+SAME_OUTSIDE_PLUMBING |= {name: HARDENED_FILES for name in (
+    "RequestParser", "Request", "RequestError", "END_OF_REQUEST", "STRICT_REQUEST_LINE", "TARGET", "HEADER_LINE",
+    "CONTENT_LENGTH", "CHUNK_SIZE_LINE", "REQUEST_LINE_BYTES", "check_partial_request_line", "parse_request_line",
+    "parse_header_line", "STATUS_REASONS", "MAX_REQUEST_LINE_BYTES", "MAX_HEADER_LINE_BYTES", "MAX_HEADER_LINES",
+    "MAX_METHOD_BYTES", "MAX_BODY_BYTES", "MAX_CHUNK_SIZE_DIGITS", "MAX_CHUNK_LINE_BYTES", "MAX_PIPELINED_BYTES",
+    "MAX_CONNECTIONS", "BODY_TIMEOUT", "KEEP_ALIVE_TIMEOUT", "SHUTDOWN_GRACE", "Server", "serve_forever")}
 
 
 @pytest.mark.parametrize("name", SAME_OUTSIDE_PLUMBING)
