@@ -691,16 +691,14 @@ def cached_response(status: int, keep_alive: bool, version: str, big: bool = Fal
     key = (status, keep_alive, version, big)
     response = cached_responses.get(key)
     if response is None:
-        if big:
-            body, content_type = b"", "text/plain"
-            head = response_head(status, content_type, len(BIG_BODY), keep_alive, version)
-        elif status == 200:
-            body, content_type = BODY, "text/html; charset=utf-8"
-            head = response_head(status, content_type, len(body), keep_alive, version)
+        if status != 200:
+            body, content_type = f"{status} {STATUS_REASONS[status]}\n".encode(), "text/plain; charset=utf-8"
+        elif big:
+            body, content_type = BIG_BODY, "text/plain"
         else:
-            body = f"{status} {STATUS_REASONS[status]}\n".encode()
-            head = response_head(status, "text/plain; charset=utf-8", len(body), keep_alive, version)
-        response = cached_responses[key] = head + body
+            body, content_type = BODY, "text/html; charset=utf-8"
+        head = response_head(status, content_type, len(body), keep_alive, version)
+        response = cached_responses[key] = head if big else head + body  # /big's body follows in pieces
     return response
 
 
