@@ -135,8 +135,8 @@ def test_the_renderer_explains_every_mark_and_gives_a_verdict_per_design(tmp_pat
     assert "| 200+200 |" in matrix and "✘ 200+200" in matrix
     summary = files["conformance-summary.md"]
     assert "passes 1 of 3; fails no Host → 200, CL.TE → 200+200" in summary
-    assert "answered `200+200`: the bytes a front end counted as body (by Content-Length) are answered as a " \
-           "request of their own" in files["conformance-smuggling.md"]
+    assert "answered `200+200` (`asyncio-streams`): the bytes a front end counted as body (by Content-Length) are " \
+           "answered as a request of their own" in files["conformance-smuggling.md"]
     assert "Not fetched in this run" in files["conformance-parsers.md"]
 
 

@@ -13,11 +13,14 @@ answers come within milliseconds.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 from dataclasses import asdict, dataclass
 
 from harness.clients import raw_http
+
+OTHER_VERSION = re.compile(rb"HTTP/(?!1\.[01] )(\d\.\d) (?=\d{3})")  # a status line claiming a version not 1.0/1.1
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Exchange:
     received: int  # bytes received
     head: str  # the first answer's status line, for the record
     error: str = ""
+    other_version: str = ""  # "HTTP/1.2" when a status line claims a version other than 1.0 and 1.1
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -97,9 +101,12 @@ def summarise(received: bytes, ended: str, error: str = "") -> Exchange:
     """Statuses out of the bytes (raw_http.responses), 1xx set apart; 0 there means an HTTP/0.9 answer."""
     if not received:
         return Exchange([], [], ended, False, 0, "", error)
+    head = received.split(b"\r\n", 1)[0][:80].decode("latin-1")
+    claimed = OTHER_VERSION.match(received)
+    if claimed:  # read its statuses as HTTP/1.1's; the claim itself is recorded and judged
+        received = OTHER_VERSION.sub(b"HTTP/1.1 ", received)
     statuses, _ = raw_http.responses(received)
     http_09 = statuses[:1] == [0]
-    head = received.split(b"\r\n", 1)[0][:80].decode("latin-1")
     return Exchange([status for status in statuses if status >= 200],
                     [status for status in statuses if 100 <= status < 200], ended, http_09, len(received), head,
-                    error)
+                    error, "HTTP/" + claimed.group(1).decode() if claimed else "")

@@ -40,6 +40,7 @@ CODES = {
     "200 open": "accepted, then the connection was left open where the RFC says the server must close it",
     "100→200": "a 100 Continue sent to an HTTP/1.0 client, then the answer",
     "0.9": "an HTTP/0.9 answer: the page without a status line",
+    "200 as HTTP/1.2": "an answer whose status line claims the client's version, one the server does not implement",
     "closed": "the connection was closed without an answer",
     "no answer": "no answer, the connection still open after the suite's bound (waiting for bytes that a "
                  "conforming server would have refused)",
@@ -93,6 +94,10 @@ def design_name(design: dict[str, Any]) -> str:
     return design_link(design["design"]) + (" + nginx" if design["behind_nginx"] else "")
 
 
+def plain_name(design: dict[str, Any]) -> str:
+    return f"`{design['design']}`" + (" + nginx" if design["behind_nginx"] else "")
+
+
 def summary_table(record: dict[str, Any]) -> str:
     cases = {case["id"]: case for case in record["cases"]}
     lines = ["| Design | Passes | Verdict |", "|---|---:|---|"]
@@ -125,7 +130,7 @@ def matrix(record: dict[str, Any], behind_nginx: bool) -> str:
             out.append("|---|" + "---|" * len(part))
             for design in designs:
                 cells = [cell(design["cases"][case["id"]]) if case["id"] in design["cases"] else "–" for case in part]
-                out.append(f"| {design_name(design)} | " + " | ".join(cells) + " |")
+                out.append(f"| {plain_name(design)} | " + " | ".join(cells) + " |")  # linked once, in the verdicts
             out.append("")
     return "\n".join(out)
 
@@ -142,10 +147,12 @@ def smuggling_page(record: dict[str, Any]) -> str:
             out.append("- No design alone lets it through: every one refuses or closes.\n")
             continue
         attack = case.get("attack", "the hidden request is answered as a request of its own")
+        outcomes: dict[tuple[str, str], list[str]] = {}  # one line per distinct outcome, its designs listed
         for design in served:
             result = design["cases"][case["id"]]
-            out.append(f"- {design_link(design['design'])}: answered `{result['code']}`: "
-                       f"{attacker_gets(result, attack)}.")
+            outcomes.setdefault((result["code"], attacker_gets(result, attack)), []).append(f"`{design['design']}`")
+        for (code, gets), names in outcomes.items():
+            out.append(f"- answered `{code}` ({', '.join(names)}): {gets}.")
         out.append("")
     proxied = [design for design in record["designs"] if design["behind_nginx"]]
     if proxied:
@@ -166,8 +173,9 @@ def attacker_gets(result: dict[str, Any], attack: str) -> str:
         return attack
     answer = result.get("answer", {})
     if "open" in result["code"] or answer.get("ended") == "open":
-        return ("it accepted framing the RFC refuses and kept the connection open: the next bytes on it are read "
-                "from wherever this server decided the request ended, which a front end may not agree with")
+        return ("it kept the connection open after a request whose framing the RFC says must end it: the next bytes "
+                "on it are read from wherever this server decided the request ended, which a front end may not "
+                "agree with")
     if result["code"].split("+")[0] in ("200", "405"):
         return ("it accepted framing the RFC refuses, then closed: the hidden request was not served here, but a "
                 "front end that reads the bytes the other way and keeps its upstream connection open would disagree "
@@ -194,7 +202,7 @@ def parsers_page(record: dict[str, Any]) -> str:
         verdicts = [record["parsers"][case["id"]][name]["verdict"] for case in record["cases"]]
         scores.append(f"{name} passes {sum(v in ('pass', 'lenient') for v in verdicts)} of {len(verdicts)}")
     out.append("*" + "; ".join(scores) + ".*\n")
-    out.append("### Where the three disagree\n")
+    out.append("### Where they disagree\n")
     out.append("| Case | " + " | ".join(names) + " | What the RFC supports |")
     out.append("|---|" + "---|" * len(names) + "---|")
     for case in record["cases"]:

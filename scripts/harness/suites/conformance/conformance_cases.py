@@ -136,8 +136,10 @@ def status_verdict(case: Case, code: str, expected: list[str] | None = None) -> 
     return "fail"
 
 
-def judge_answer(case: Case, statuses: list[int], interim: list[int], ended: str, http_09: bool) -> Judgement:
-    """What a design answered over a socket: final statuses in order, 1xx ones, how the connection ended."""
+def judge_answer(case: Case, statuses: list[int], interim: list[int], ended: str, http_09: bool,
+                 other_version: str = "") -> Judgement:
+    """What a design answered over a socket: final statuses in order, 1xx ones, how the connection ended,
+    and the version its status line claimed when that was neither HTTP/1.0 nor HTTP/1.1."""
     if http_09:
         code = HTTP_09
     elif statuses:
@@ -155,6 +157,10 @@ def judge_answer(case: Case, statuses: list[int], interim: list[int], ended: str
     elif case.close_after and first in ACCEPTED and ended == "open":
         verdict, reason = "fail", "accepted, then kept the connection open where the RFC says close"
         code += " open"
+    if other_version:
+        verdict, reason = "fail", (f"answered with {other_version} in its status line: a server sends the highest "
+                                   "version it conforms to, not the client's (RFC 9110 §2.5)")
+        code += f" as {other_version}"
     if case.no_interim and interim:
         verdict, reason = "fail", "sent 100 Continue to an HTTP/1.0 client"
         code = "100→" + code

@@ -72,7 +72,8 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
                         continue
                     answer = raw_exchange.exchange(server.target_host, server.target_port, case.data,
                                                    settings["bound"], settings["quiet"])
-                    judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09)
+                    judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09,
+                                             answer.other_version)
                     results[case.id] = {**judgement.to_json(), "answer": answer.to_json()}
                     progress(subject.name, case.id)
                     if not server.alive():
