@@ -70,6 +70,7 @@ def test_nginx_serves_the_same_page_with_and_without_the_simulated_call(name: st
         answers.append((head.split(b"\r\n")[0], kept, body))
     assert answers[0] == answers[1]
     assert answers[0][0] == b"HTTP/1.1 200 OK" and b"Content-Type: text/html; charset=utf-8" in answers[0][1]
+    assert answers[0][2] == asgi_app.BODY == wsgi_app.BODY  # the page every server answers with
 
 
 def test_the_asgi_app_awaits_no_timer_at_delay_0(monkeypatch) -> None:
@@ -109,3 +110,20 @@ def test_the_wsgi_app_sleeps_only_when_a_call_is_simulated(monkeypatch, delay: f
     monkeypatch.setattr(wsgi_app.time, "sleep", slept.append)
     body = b"".join(wsgi_app.make_app(delay)({"REQUEST_METHOD": "GET", "PATH_INFO": "/"}, lambda *args: None))
     assert slept == sleeps and body == wsgi_app.BODY
+
+
+def test_every_table_states_the_work_per_request_it_compares() -> None:
+    """The caption under every scenario table says what each server did per request (render/site.py)."""
+    from harness.render import site
+
+    record = {"scenario": {"tool": "wrk"}, "settings": {"delay": 0.0, "keep_alive": True},
+              "started_utc": "2026-11-26T09:00:00Z"}
+    stated = site.work_per_request(record)
+    assert f"the same {len(asgi_app.BODY)}-byte page" in stated and "no simulated call" in stated
+    assert "keep the connection" in stated
+    waiting = site.work_per_request({"scenario": {"tool": "ab"},
+                                     "settings": {"delay": 0.1, "keep_alive": False, "work": 75000}})
+    assert "wait 0.1 s for the simulated call" in waiting and "75,000 iterations" in waiting
+    assert "close the connection" in waiting
+    before = site.work_per_request({**record, "started_utc": "2026-11-24T09:00:08Z"})  # the last unequal peak run
+    assert "⚠ in this record nginx still set a 0 s timer and made an internal redirect" in before

@@ -277,6 +277,32 @@ def work_label(settings: dict[str, Any]) -> str:
     return f", {settings['work']:,} iterations of pure-Python work per request" if settings.get("work") else ""
 
 
+# Commit 902d5b4 made nginx and the ASGI/WSGI apps skip the simulated call at 0 s, as the Python designs
+# always did; a delay-0 record started before it compared unequal work, and its caption says so.
+EQUAL_WORK_SINCE = "2026-11-25T17:57:26Z"
+
+
+def work_per_request(record: dict[str, Any]) -> str:
+    """The work every server in the table does for each request: the same for all (tests/test_equal_work.py)."""
+    settings = record["settings"]
+    if record["scenario"]["tool"] == "echo-client":
+        return "Work per request, the same for every server: read a line, echo it back."
+    if settings["delay"]:
+        call = (f"wait {settings['delay']:g} s for the simulated call (a timer, a sleep or a blocked worker, as the "
+                "design's model does it)")
+    elif record.get("started_utc", "") >= EQUAL_WORK_SINCE:
+        call = ("no simulated call (no server sets a timer or sleeps: nginx and the apps skip it at 0 s, as the "
+                "Python designs do)")
+    else:
+        call = ("no simulated call for the Python designs; ⚠ in this record nginx still set a 0 s timer and made an "
+                "internal redirect per request, and the ASGI and WSGI apps slept 0 s, more work than the Python "
+                "designs did (measured before commit 902d5b4 made them skip it)")
+    work = f", compute {settings['work']:,} iterations of pure Python" if settings.get("work") else ""
+    connection = "keep the connection for the next request" if settings["keep_alive"] else "close the connection"
+    return (f"Work per request, the same for every server: read and parse the request head, {call}{work}, answer "
+            f"with the same 133-byte page, {connection}.")
+
+
 def longer_levels_label(settings: dict[str, Any]) -> str:
     """' (2 s at 500 and 1,000)' for a scenario whose `time_limit_at` lengthens some levels."""
     by_seconds: dict[float, list[str]] = {}
@@ -309,7 +335,8 @@ def caption(record: dict[str, Any]) -> str:
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
-    return (f"Median of {settings['repeat']} repetition(s) per design ({interval_name(settings['repeat'])} in brackets "
+    return (f"{work_per_request(record)} "
+            f"Median of {settings['repeat']} repetition(s) per design ({interval_name(settings['repeat'])} in brackets "
             f"under \"Every column\"); "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
