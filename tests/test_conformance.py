@@ -144,3 +144,12 @@ def test_the_committed_conformance_files_match_the_record() -> None:
     """`render --check` for this page's files: what is in docs/_generated is what the record renders to."""
     for path, content in conformance_tables.conformance_files(RESULTS_DIR, GENERATED_DIR).items():
         assert path.read_text(encoding="utf-8") == content, f"stale: {path}; run `python scripts/bench.py render`"
+
+
+def test_a_second_answer_that_refuses_is_not_called_a_served_request() -> None:
+    from harness.render.conformance_tables import attacker_gets
+
+    served = attacker_gets({"code": "200+200"}, "the hidden request is answered as a request of its own")
+    assert served == "the hidden request is answered as a request of its own"
+    refused = attacker_gets({"code": "200+400"}, "the hidden request is answered as a request of its own")
+    assert "the hidden request was not served" in refused and "refused the bytes after it with 400" in refused

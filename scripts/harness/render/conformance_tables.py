@@ -170,6 +170,11 @@ def smuggling_page(record: dict[str, Any]) -> str:
 def attacker_gets(result: dict[str, Any], attack: str) -> str:
     """What a failed smuggling cell hands an attacker, in words."""
     if "+" in result["code"]:
+        second = result["code"].split("+", 1)[1].split()[0]
+        if not second.startswith("2"):  # a second answer that refuses: nothing hidden was served
+            return (f"it answered before reading the body, then refused the bytes after it with {second}: the "
+                    "hidden request was not served, but one request drew two answers, so a front end that "
+                    "reuses the connection can hand the second to the next client")
         return attack
     answer = result.get("answer", {})
     if "open" in result["code"] or answer.get("ended") == "open":
