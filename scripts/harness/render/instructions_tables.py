@@ -17,6 +17,7 @@ from typing import Any
 from harness.model import instruction_counts
 from harness.model.how_fast_steps import STEPS_RECORD
 from harness.render.how_fast_tables import row_summary
+from harness.render.presentation import wide_table
 
 GROUPS = [  # (group, heading, what its first row is called in the "vs" column)
     ("steps", "The how-fast steps", "step 0"),
@@ -109,7 +110,9 @@ def instructions_page(record: dict[str, Any], cpu: dict[str, tuple[float, str]] 
         rows = [row for row in record["rows"] if row["group"] == group]
         if not rows or (groups is not None and group not in groups):
             continue
-        parts.append(f"**{heading}**\n\n" + group_table(rows, first_label, cpu or {}, record["settings"]["agreement"]))
+        # Five number columns beside a server's name: wider than the page's column, so it scrolls, name pinned.
+        parts.append(f"**{heading}**\n\n"
+                     + wide_table(group_table(rows, first_label, cpu or {}, record["settings"]["agreement"])))
         shown += rows
     if not parts:
         return "*No rows of this kind in the record.*\n"
