@@ -153,3 +153,29 @@ def short_run_warning(record: dict[str, Any], cell: dict[str, Any], every_column
         span = f"{durations[0]:.2f}" + (f"–{durations[-1]:.2f}" if durations[-1] > durations[0] else "")
         return f" ⚠ runs of {span} s, under {MIN_RUN_SECONDS:g} s"
     return f" ⚠ {durations[0]:.2f} s runs"
+
+
+def rate_flags(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
+               record: dict[str, Any] | None = None) -> str:
+    """A cell's warnings as its table prints them after the median: spread, short runs, tool-bound; '' if none.
+
+    With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so.
+    """
+    rate = cell["rate"]
+    text = spread_warning(rate)
+    if record is not None:
+        text += short_run_warning(record, cell, every_column)
+    if tool_bound(rate["median"], ceiling):
+        share = f"{rate['median'] / ceiling:.0%}"
+        text += f" ⚠ tool-bound ({share} of the tool's ceiling)" if every_column else f" ⚠ tool-bound ({share})"
+    return text
+
+
+def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
+               record: dict[str, Any] | None = None) -> str:
+    """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near."""
+    rate = cell["rate"]
+    text = f"**{format_rate(rate['median'])}**"
+    if every_column:  # the narrow table leaves the interval (min–max for five runs) to the one behind "Every column"
+        text += f" ({format_rate(rate['interval_low'])}–{format_rate(rate['interval_high'])})"
+    return text + rate_flags(cell, ceiling, every_column, record)

@@ -19,7 +19,7 @@ numbers, and carries its unit. A figure whose record, design, level or metric
 is missing is an error that names it (FigureError): a page never shows a blank.
 
 A figure carries its cell's flag, the text the table prints after the cell's
-requests/s (site.rate_label: ⚠ spread when the runs disagreed, ⚠ tool-bound near
+requests/s (cells.rate_flags: ⚠ spread when the runs disagreed, ⚠ tool-bound near
 the load tool's ceiling), whatever metric it quotes: the flag is the cell's, so
 a CPU time or a latency from a tool-bound cell measured the tool too. A flagged
 cell renders only into a Figure declared `allow_flagged=True`, the page's word
@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, summarise_cell
+from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, rate_flags, summarise_cell
 
 
 class FigureError(ValueError):
@@ -123,15 +123,10 @@ class Figure:
 
     def flag(self, records: dict[str, dict[str, Any]]) -> str:
         """The cell's flag exactly as its table cell prints it (' ⚠ spread 136%', ' ⚠ tool-bound (100%)'), or ''."""
-        from harness.render.site import rate_label  # site imports this module, so not at the top; one wording
-
         record, design = self._record_and_design(records)
         cell = summarise_cell(self.cell_runs(records))
         ceiling = None if design.get("is_ceiling") else ceilings(record).get(self.level)
-        label, median = rate_label(cell, ceiling), f"**{format_rate(cell['rate']['median'])}**"
-        if not label.startswith(median):
-            raise FigureError(f"figure {self.name!r}: the table's label {label!r} does not start with {median!r}")
-        return label.removeprefix(median)
+        return rate_flags(cell, ceiling, record=record)
 
     def value(self, records: dict[str, dict[str, Any]]) -> str:
         """The median with its unit and its cell's flag, as the page prints it; a flagged cell needs allow_flagged."""

@@ -41,16 +41,13 @@ from harness.render.cells import (
     ceilings,
     cells_by_level,
     format_level,
-    format_rate,
     is_rate_sweep,
     level_header,
     level_key,
     levels,
+    rate_label,
     rate_medians,
-    short_run_warning,
-    spread_warning,
     summarise_cell,
-    tool_bound,
 )
 from harness.render.conformance_tables import conformance_files
 from harness.render.disclosed_settings_table import disclosed_settings_page
@@ -94,25 +91,6 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
     if high < cell["requested"] and time_limit:
         return f"{done} of {cell['requested']:,} ({time_limit:g} s limit)"
     return f"{done} of {cell['requested']:,}"
-
-
-def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
-               record: dict[str, Any] | None = None) -> str:
-    """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near.
-
-    With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so (cells.py).
-    """
-    rate = cell["rate"]
-    text = f"**{format_rate(rate['median'])}**"
-    if every_column:  # the narrow table leaves the interval (min–max for five runs) to the one behind "Every column"
-        text += f" ({format_rate(rate['interval_low'])}–{format_rate(rate['interval_high'])})"
-    text += spread_warning(rate)
-    if record is not None:
-        text += short_run_warning(record, cell, every_column)
-    if tool_bound(rate["median"], ceiling):
-        share = f"{rate['median'] / ceiling:.0%}"
-        text += f" ⚠ tool-bound ({share} of the tool's ceiling)" if every_column else f" ⚠ tool-bound ({share})"
-    return text
 
 
 @dataclass
