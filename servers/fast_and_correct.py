@@ -419,6 +419,9 @@ TARGET = re.compile(rb"/[\x21-\x7e]*|[Hh][Tt][Tt][Pp][Ss]?://[\x21-\x7e]*|\*")
 # space (obs-fold), and no control characters but HTAB in the value (NUL, CR, LF: 400).
 HEADER_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):([\t\x20-\x7e\x80-\xff]*)")
 CONTENT_LENGTH = re.compile(rb"[0-9]{1,15}")  # digits only: "-1", "+5", "0x5", "5, 6" are refused
+# RFC 9112 sec. 3.2: Host = uri-host [ ":" port ] (RFC 3986 sec. 3.2.2): a bracketed IPv6 literal or a
+# reg-name (which covers IPv4 too). No userinfo ("user@"), no path ("/"), no space: those are 400.
+HOST_VALUE = re.compile(rb"(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?")
 # RFC 9112 sec. 7.1: chunk-size [ chunk-ext ]; hex digits only ("6_0", "0x5", "+5", "-1" are refused).
 # An extension needs a name after its ";" ("5;" and "5 junk" are refused); the rest of it is read, not parsed.
 CHUNK_SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,%d})"  # the size
@@ -552,6 +555,8 @@ class RequestParser:
         hosts = values.get(b"host", [])
         if len(hosts) > 1 or (version == "1.1" and not hosts):
             raise RequestError(400)  # RFC 9112 sec. 3.2: exactly one Host in HTTP/1.1, at most one before
+        if hosts and HOST_VALUE.fullmatch(hosts[0]) is None:
+            raise RequestError(400)  # RFC 9112 sec. 3.2: "MUST respond with 400" to an invalid Host value
         lengths, encodings = values.get(b"content-length"), values.get(b"transfer-encoding")
         if encodings is not None:
             if lengths is not None or version == "1.0":
@@ -618,7 +623,8 @@ def parse_header_line(line: bytes) -> tuple[bytes, bytes]:
 # The common case in one pattern: an HTTP/1.1 GET of the page (any path but /big) whose one header is Host.
 # Every head it matches, the full parser accepts with the same meaning (keep-alive, no body), and a test holds
 # the two to it; every other head goes to the parser.
-COMMON_HEAD = re.compile(rb"GET /(?!big[? ])[\x21-\x7e]* HTTP/1\.1\r\n[Hh][Oo][Ss][Tt]:[\t\x20-\x7e\x80-\xff]*\r\n\r\n")
+COMMON_HEAD = re.compile(rb"GET /(?!big[? ])[\x21-\x7e]* HTTP/1\.1\r\n[Hh][Oo][Ss][Tt]:[\t ]*"
+                         rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(?::[0-9]*)?[\t ]*\r\n\r\n")
 remembered_heads: dict[bytes, str] = {}  # a whole head the full parser found common -> its HTTP version
 MAX_REMEMBERED_HEADS = 1024  # a cap, so clients sending ever new heads cannot make it grow without end
 MAX_COMMON_HEAD_BYTES = 1024  # longer heads go the long way, whose limits (414, 431) start far above this

@@ -256,3 +256,34 @@ def test_after_answers_given_at_once_a_broken_head_is_still_refused(tmp_path) ->
             assert statuses(conn.recv(65536)) == [200]
         conn.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
         assert statuses(read_until_close(conn)) == [400]
+
+
+def conformance_failures(cases_and_verdicts) -> list[str]:
+    return [f"{case_id}: {verdict['code']} ({verdict['reason']})" for case_id, verdict in cases_and_verdicts
+            if verdict["verdict"] == "fail"]
+
+
+def test_every_conformance_case_through_the_parser_and_the_fast_path_passes() -> None:
+    """The whole public corpus (scripts/catalogue/conformance/cases.toml), as exact bytes, no socket."""
+    from harness.clients.reference_parsers import design_parser_verdict
+    from harness.suites.conformance.conformance_cases import judge_parser, load_corpus
+    judged = []
+    for case in load_corpus().cases:
+        verdict = design_parser_verdict(design, "fast-and-correct", case.data)
+        judgement = judge_parser(case, verdict.outcome, verdict.requests, verdict.status, verdict.keep_alive)
+        judged.append((case.id, judgement.to_json()))
+        if design.common_request(case.data) is not None:  # the fast path answers 200 only where the parser accepts
+            assert verdict.outcome == "accept" and verdict.requests == 1, case.id
+    assert len(judged) >= 60
+    assert conformance_failures(judged) == []
+
+
+def test_the_running_server_passes_every_conformance_case(tmp_path) -> None:
+    """The same corpus over sockets, against the running design (the conformance suite, quick)."""
+    from harness.model.catalogue import load_catalogue
+    from harness.suites.conformance import run_suite
+    _, record = run_suite(load_catalogue(), ["fast-and-correct"], None, quick=True, out_dir=tmp_path,
+                          log_root=tmp_path / "logs", with_gunicorn_corpus=False)
+    (answers,) = [entry["cases"] for entry in record["designs"] if entry["name"] == "fast-and-correct"]
+    assert len(answers) >= 60
+    assert conformance_failures(answers.items()) == []

@@ -68,6 +68,9 @@ def parse(raw: bytes, byte_by_byte: bool = False) -> list[object]:
 GET_PAGE = ("GET", "/", "1.1", True, False)
 VALID = {
     "plain GET": (b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", [GET_PAGE, "end"]),
+    "Host with a port, an IPv6 literal, or empty (RFC 9112 sec. 3.2)": (
+        b"GET / HTTP/1.1\r\nHost: a:8000\r\n\r\nGET / HTTP/1.1\r\nHost: [::1]:80\r\n\r\nGET / HTTP/1.1\r\nHost:\r\n\r\n",
+        [GET_PAGE, "end", GET_PAGE, "end", GET_PAGE, "end"]),
     "HTTP/1.0 closes by default": (b"GET / HTTP/1.0\r\n\r\n", [("GET", "/", "1.0", False, False), "end"]),
     "HTTP/1.0 keep-alive, as ab -k asks": (b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
                                            [("GET", "/", "1.0", True, False), "end"]),
@@ -127,6 +130,10 @@ INVALID = {
     "NUL in a value": (b"GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", 400),
     "no Host in HTTP/1.1 (RFC 9112 sec. 3.2)": (b"GET / HTTP/1.1\r\n\r\n", 400),
     "two Host headers": (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    "userinfo in Host (RFC 9112 sec. 3.2: uri-host has none)": (b"GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", 400),
+    "a path in Host": (b"GET / HTTP/1.1\r\nHost: a/evil\r\n\r\n", 400),
+    "a space inside Host": (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+    "a port that is not a number": (b"GET / HTTP/1.1\r\nHost: a:80x\r\n\r\n", 400),
     "a header line over 8 KiB": (b"GET / HTTP/1.1\r\nHost: a\r\nX: " + b"a" * 8192 + b"\r\n\r\n", 431),
     "101 header lines": (b"GET / HTTP/1.1\r\n" + b"X: a\r\n" * 101 + b"\r\n", 431),
     "a head over 64 KiB": (b"GET / HTTP/1.1\r\n" + (b"X: " + b"a" * 8000 + b"\r\n") * 9 + b"\r\n", 431),
