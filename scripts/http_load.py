@@ -48,7 +48,13 @@ Output: one JSON object on stdout. requests = complete + failed + skipped:
 --timeline FILE writes a JSON list, one entry per due request: index,
 intended_start, start, end (seconds from the run's start; the end of a failed
 request is when it failed, null when it never got there), status (the HTTP
-status, or null) and result ("ok" or the failure kind).
+status, or null) and result ("ok" or the failure kind); and, for a picture of
+who waits where, worker (the closed-loop worker that sent it; null in open
+loop), connected (the handshake done: the connection sits in the server's
+listen queue from here until the server accepts it), sent (the request
+written), first_byte (the first byte of the answer read), closed (our socket
+closed after the server's close). All are the client's clocks: the server's
+own moments (accept, handler start) are not seen from here.
 
 Exit codes: 0 every due request was ok; 1 some failed, or --timeout struck
 (the JSON still says what happened); 2 bad arguments, a host other than the
@@ -131,6 +137,11 @@ class Outcome:
     end: float = math.nan
     status: int | None = None
     result: str = "timeout"  # "ok" or a failure kind; stays "timeout" if the run is cut first
+    worker: int | None = None  # closed loop: which of the C workers sent it
+    connected: float = math.nan  # the client's moments in between, for timeline pictures
+    sent: float = math.nan
+    first_byte: float = math.nan
+    closed: float = math.nan
 
 
 def parse_target(url: str) -> Target:
@@ -188,9 +199,15 @@ async def one_request(outcome: Outcome, target: Target) -> None:
         except OSError:
             outcome.end, outcome.result = time.perf_counter(), "connect"
             return
+        outcome.connected = time.perf_counter()
         writer.write(target.request)
         await writer.drain()
-        head = await reader.readuntil(b"\r\n\r\n")
+        outcome.sent = time.perf_counter()
+        first = await reader.read(1)  # wakes on the answer's first byte: the end of the server's wait
+        outcome.first_byte = time.perf_counter()
+        if not first:
+            raise EOFError("closed before answering")
+        head = first + await reader.readuntil(b"\r\n\r\n")
         outcome.status, content_length = parse_response_head(head[:-4])
         received = 0
         if content_length == 0:
@@ -217,6 +234,7 @@ async def one_request(outcome: Outcome, target: Target) -> None:
                 await writer.wait_closed()
             except OSError:
                 pass  # a reset while closing changes nothing about the answer we already judged
+            outcome.closed = time.perf_counter()
 
 
 async def closed_loop(outcomes: list[Outcome], tasks: list[asyncio.Task[None]], target: Target, requests: int,
@@ -224,13 +242,13 @@ async def closed_loop(outcomes: list[Outcome], tasks: list[asyncio.Task[None]], 
     """C workers, each sending its next request only when its previous one has finished."""
     indices = itertools.count()
 
-    async def worker() -> None:
+    async def worker(number: int) -> None:
         while (index := next(indices)) < requests and time.perf_counter() < stop_at:
-            outcome = Outcome(index, intended_start=math.nan)  # no schedule: one_request sets it
+            outcome = Outcome(index, intended_start=math.nan, worker=number)  # no schedule: one_request sets it
             outcomes.append(outcome)
             await one_request(outcome, target)
 
-    tasks.extend(asyncio.create_task(worker()) for _ in range(min(concurrency, requests)))
+    tasks.extend(asyncio.create_task(worker(number)) for number in range(min(concurrency, requests)))
     await asyncio.gather(*tasks)
 
 
@@ -364,7 +382,9 @@ def timeline(outcomes: list[Outcome], started: float) -> list[dict[str, Any]]:
 
     return [{"index": outcome.index, "intended_start": seconds(outcome.intended_start),
              "start": seconds(outcome.start), "end": seconds(outcome.end), "status": outcome.status,
-             "result": outcome.result} for outcome in outcomes]
+             "result": outcome.result, "worker": outcome.worker, "connected": seconds(outcome.connected),
+             "sent": seconds(outcome.sent), "first_byte": seconds(outcome.first_byte),
+             "closed": seconds(outcome.closed)} for outcome in outcomes]
 
 
 def write_timeline(path: Path, entries: list[dict[str, Any]]) -> None:

@@ -58,6 +58,8 @@ from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_tabl
 from harness.render.repeatability import repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
 from harness.render.survival import survival_files
+from harness.render.timeline_player import SCENARIO_ID as TIMELINE_SCENARIO
+from harness.render.timeline_player import timeline_player_files
 
 GENERATED_DIR = REPO_ROOT / "docs" / "_generated"
 SERVERS_INDEX = REPO_ROOT / "servers" / "README.md"
@@ -177,13 +179,14 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
+    batch = "batch " if (settings.get("pipeline_depth") or 1) > 1 else ""  # timed per batch: caption() says so
     if every_column:
-        chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
+        chosen.append((f"Latency{' of a batch' if batch else ''} p50 / p90 / p99 / max (ms)", _percentiles))
         if any((run.get("latency_ms") or {}).get("mode") is not None
                for design in record["designs"] for run in design["runs"]):
             chosen.append(("Mean / mode (ms)", _mean_mode))
     else:
-        chosen.append(("p50 / p99 ms", _p50_p99))
+        chosen.append((f"{batch}p50 / p99 ms", _p50_p99))
     chosen.append(("Failed", _failed))
     if published.get("failed"):
         chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
@@ -310,6 +313,10 @@ def caption(record: dict[str, Any]) -> str:
         amount = (f"{scheduled:g} s of scheduled requests" if scheduled else amount) + " per rate"
         load = (f"in open loop at {', '.join(f'{rate:g}' for rate in settings['rate'])} requests/s offered, "
                 f"at most {settings['concurrency'][0]:,} in flight")
+    depth = settings.get("pipeline_depth") or 1
+    if depth > 1:  # wrk times a batch of pipelined requests, not each request
+        load += (f", {depth} requests written at once per connection (latency: from writing a batch to its last "
+                 "answer, wrk's correction for coordinated omission applied per batch)")
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
@@ -542,6 +549,11 @@ def free_threaded_files(inputs: RenderInput) -> dict[Path, str]:
             + free_threaded.free_threaded_table(inputs.results_dir)}
 
 
+def timeline_player_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The timeline player's data (results/timeline.json): one snippet per design and the home page's pairs."""
+    return timeline_player_files(inputs.records.get(TIMELINE_SCENARIO), inputs.generated_dir, HEADER)
+
+
 # The registry: every renderer, once. Together their files are every generated file of the site
 # (render --check compares exactly these; a file no renderer produces is reported as stale).
 RENDERERS: list[Renderer] = [
@@ -560,6 +572,7 @@ RENDERERS: list[Renderer] = [
     free_threaded_files,
     disclosed_settings_files,
     instructions_page_files,
+    timeline_player_page_files,
 ]
 
 

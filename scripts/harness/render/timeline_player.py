@@ -1,0 +1,97 @@
+"""The timeline player's data: results/timeline.json turned into the snippets the pages include.
+
+Theory of operation. The timeline scenario records, for each of its 30 requests, the load
+client's own moments (scripts/http_load.py --timeline): start, connected, sent, first byte of
+the answer, end (last byte) and closed, and which of the ten closed-loop workers sent it. This
+module keeps those moments in milliseconds, per design, and writes them into a `<div
+class="timeline-player">` as JSON in a data attribute; docs/assets/timeline-player.js draws and
+plays them. The browser only redraws what is here: every number it shows comes from the record.
+
+What the player calls "in the call" is inferred, not seen: every design in the scenario waits
+the simulated call (CALL_MS, the scenario's delay) and then writes its answer at once, so the
+call is taken to be the last delay before the first byte (never earlier than the request was
+sent). Everything between `connected` and the call's start is "waiting": in the kernel's listen
+queue or accepted but not yet served; the client cannot tell the two apart, and the servers keep
+no trace of their own (a trace in every file in servers/ would change what each one teaches).
+
+Files: docs/_generated/timeline-player/<design>.md (one design, included by its page) and
+docs/_generated/timeline-player/pairs.md (the home page's pairs, both designs on one clock).
+A record older than these moments (no `connected` in its entries) gives no player: only the
+static plots.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.model.catalogue import load_catalogue
+
+SCENARIO_ID = "timeline"
+SUBDIR = "timeline-player"
+# The home page's pairs: the idea each one shows, then the two designs on the same load.
+PAIRS = [
+    ("One at a time, or a thread each", "sequential-sockets", "thread-per-connection"),
+    ("Threads, or one event loop", "thread-per-connection", "asyncio-streams"),
+    ("A blocking sleep in the loop, or a timer", "selectors-blocking-sleep", "selectors-timer"),
+]
+MOMENTS = ("start", "connected", "sent", "first_byte", "end", "closed")
+CLOSED_NOTE = ("This design keeps a connection open when the client asks; the load client never does (it sends "
+               "Connection: close), so here every request has a connection of its own.")
+NO_SCRIPT = "<p>The timeline player needs JavaScript; the comparison page draws the same runs as static plots.</p>"
+
+
+def milliseconds(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def playable(entries: list[dict[str, Any]] | None) -> bool:
+    """Whether a run's timeline has the client's in-between moments (records before issue 23 do not)."""
+    return bool(entries) and all("connected" in entry and "worker" in entry for entry in entries)
+
+
+def design_timeline(design: dict[str, Any], delay_s: float) -> dict[str, Any] | None:
+    """One design's run as the player reads it: one row per request, moments in ms from the run's start."""
+    entries = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
+    if not playable(entries):
+        return None
+    rows = [[entry["worker"], *(milliseconds(entry[moment]) for moment in MOMENTS), entry["result"] == "ok"]
+            for entry in sorted(entries, key=lambda entry: entry["index"])]
+    ends = [moment for row in rows for moment in row[1:7] if moment is not None]
+    known = load_catalogue().designs.get(design["name"])
+    return {"design": design["name"], "title": design["title"], "model": design["model"],
+            "call_ms": milliseconds(delay_s), "clients": 1 + max(row[0] for row in rows),
+            "end_ms": max(ends), "fields": ["worker", *MOMENTS, "ok"], "requests": rows,
+            "note": CLOSED_NOTE if known is not None and known.keep_alive else ""}
+
+
+def player_div(data: dict[str, Any], label: str) -> str:
+    """The element timeline-player.js fills in, its data a JSON attribute (escaped for HTML)."""
+    payload = html.escape(json.dumps(data, separators=(",", ":")), quote=True)
+    return (f'<div class="timeline-player" role="region" aria-label="{html.escape(label, quote=True)}" '
+            f'data-timeline="{payload}">{NO_SCRIPT}</div>\n')
+
+
+def timeline_player_files(record: dict[str, Any] | None, generated_dir: Path, header: str) -> dict[Path, str]:
+    """Every design's player snippet and the pairs' snippet; nothing when the record has no moments."""
+    if record is None:
+        return {}
+    delay_s = float(record["settings"]["delay"])
+    clients = record["settings"]["concurrency"][0]
+    load = {"clients": clients, "requests": record["settings"]["requests"], "call_ms": milliseconds(delay_s),
+            "commit": (record["environment"].get("commit") or "")[:10], "started_utc": record["started_utc"]}
+    timelines = {design["name"]: timeline for design in record["designs"]
+                 if design.get("status") == "ok" and (timeline := design_timeline(design, delay_s))}
+    directory = generated_dir / SUBDIR
+    source = header.format(source=f"results/{SCENARIO_ID}.json")
+    files = {directory / f"{name}.md": source + player_div(
+                 {"load": load, "panels": [timeline]}, f"Timeline player: {name}, one run played back")
+             for name, timeline in timelines.items()}
+    pairs = [{"label": label, "panels": [timelines[first], timelines[second]]}
+             for label, first, second in PAIRS if first in timelines and second in timelines]
+    if pairs:
+        files[directory / "pairs.md"] = source + player_div(
+            {"load": load, "pairs": pairs}, "Timeline player: two designs on the same load, played back")
+    return files
