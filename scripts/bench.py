@@ -5,7 +5,7 @@
     python scripts/bench.py scenarios [--json]
     python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
     python scripts/bench.py check NAME [--work N] [--keep-alive]
-    python scripts/bench.py run [--scenario S] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
+    python scripts/bench.py run [--scenario S|GROUP] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
     python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
@@ -36,12 +36,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.clients import probe, verify  # noqa: E402
 from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
-from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError, load_catalogue  # noqa: E402
+from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownNameError, load_catalogue  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_records  # noqa: E402
 from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
-from harness.suites import balance, conformance, hostile, how_fast, idle, instructions, plan, restart, runner  # noqa: E402
+from harness.suites import (  # noqa: E402
+    balance,
+    conformance,
+    hostile,
+    how_fast,
+    idle,
+    instructions,
+    interleave,
+    plan,
+    restart,
+    runner,
+)
 from harness.system import launcher, processes  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
@@ -116,8 +127,15 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
 
 
+def selected_scenarios(catalogue: Catalogue, name: str | None) -> list[Scenario]:
+    """Every scenario; or one by id; or an interleave group by its name (measured round robin)."""
+    if name is None:
+        return list(catalogue.scenarios.values())
+    return interleave.members(catalogue, name) or [catalogue.scenario(name)]
+
+
 def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    scenarios = [catalogue.scenario(args.scenario)] if args.scenario else list(catalogue.scenarios.values())
+    scenarios = selected_scenarios(catalogue, args.scenario)
     for name in args.design or []:
         catalogue.design(name)  # unknown names fail before anything starts
     selected = [(scenario, [name for name in args.design if name in scenario.designs] if args.design else None)
@@ -127,15 +145,22 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
         require_tool(scenario.tool)  # a missing tool stops the run before the first cell, not midway
     progress = plan.plan_run(catalogue, selected, args.quick, args.repeat)
     any_failed = False
-    for scenario, names in selected:
-        path, record = runner.run_scenario(catalogue, scenario, names, args.quick, args.repeat, args.out, progress)
-        print(site.scenario_table(record))
-        print(f"Wrote {path}")
-        failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
-                  for design in record["designs"] if design["status"] != "ok"]
-        if failed:
-            any_failed = True
-            print(f"FAILED in {scenario.id}: {', '.join(failed)} (see the table and build/logs/)", file=sys.stderr)
+    names_of = {scenario.id: names for scenario, names in selected}
+    for group in interleave.groups([scenario for scenario, _ in selected]):
+        if len(group) > 1 and not args.design:  # the interleave group, round robin
+            written = interleave.run_group(catalogue, group, args.quick, args.repeat, args.out, progress)
+        else:
+            written = [runner.run_scenario(catalogue, scenario, names_of[scenario.id], args.quick, args.repeat,
+                                           args.out, progress) for scenario in group]
+        for path, record in written:
+            print(site.scenario_table(record))
+            print(f"Wrote {path}")
+            failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
+                      for design in record["designs"] if design["status"] != "ok"]
+            if failed:
+                any_failed = True
+                print(f"FAILED in {record['scenario']['id']}: {', '.join(failed)} (see the table and build/logs/)",
+                      file=sys.stderr)
     return EXIT_FAILED if any_failed else EXIT_OK
 
 
@@ -255,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check that it answers several requests on one connection (keep_alive = true designs)")
     check.set_defaults(handler=command_check)
     run = commands.add_parser("run", help="measure designs under a scenario")
-    run.add_argument("--scenario", help="one scenario id (default: every scenario)")
+    run.add_argument("--scenario", help="one scenario id, or an interleave group's name, whose scenarios run "
+                                        "round robin (python-versions); default: every scenario")
     run.add_argument("--design", action="append", help="only this design (repeatable)")
     run.add_argument("--quick", action="store_true", help="the scenario's quick settings (1 repetition)")
     run.add_argument("--repeat", type=int, help="repetitions per design (overrides the scenario)")

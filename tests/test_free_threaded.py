@@ -54,8 +54,22 @@ def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio
     records = {"python-3.11-cpu": first, "python-3.13-cpu": last, "sweep-hello": {"designs": []}}
     files = python_versions.python_versions_files(records, tmp_path / "generated", tmp_path / "plots", "{source}\n")
     table = files[tmp_path / "generated" / "python-versions-cpu.md"]
-    assert "| design | CPython 3.11 | CPython 3.13 | 3.13 / 3.11 |" in table
-    row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
-    assert row.endswith("| **1.80** |")
+    assert "| CPython | design | requests/s, median (" in table and "| / 3.11 |" in table
+    row = next(line for line in table.splitlines() if line.startswith("| 3.13 | [thread-per-connection](/designs/"))
+    assert row.endswith("| 1.80 |") and "(" in row  # the median, its interval, the ratio to the oldest
+
+
+def test_python_versions_name_the_exact_release_the_record_kept_and_carry_the_flags(tmp_path) -> None:
+    from harness.render import python_versions
+
+    record = json.loads((FIXTURES / "3.14.json").read_text())
+    design = next(design for design in record["designs"] if design["name"] == "thread-per-connection")
+    record["designs"] = [design]
+    for run, rate in zip(design["runs"], [100.0, 150.0, 100.0]):
+        run["requests_per_second"] = rate  # runs that disagree by 50%: flagged
+    record["interpreter"] = {"asked": "3.12", "version": "3.12.1", "gil": "enabled", "executable": "/x"}
+    table = python_versions.versions_table("cpu", {"3.12": record})
+    assert "| / 3.12.1 |" in table and "| 3.12.1 | [thread-per-connection]" in table
+    assert "⚠ spread 50%" in table
     assert (tmp_path / "generated" / "python-versions-hello.md") not in files  # no such records: no table
     assert files[tmp_path / "plots" / "python-versions.svg"].startswith("<?xml")

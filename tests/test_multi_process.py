@@ -43,7 +43,7 @@ def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
 
 def test_the_committed_plan_loads_and_names_known_designs() -> None:
     plan = restart.load_plan(catalogue=CATALOGUE)
-    assert plan.restarts == 5 and len(plan.moments()) == 5
+    assert plan.restarts == 3 and len(plan.moments()) == 3 and plan.repeat >= 3  # spread needs three runs
     assert {target.method for target in plan.targets} == {"signal", "stop-start"}
 
 
@@ -78,24 +78,40 @@ def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
 @pytest.mark.slow
 def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
     path, problems = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
-                                         plan_path=write_plan(tmp_path))
+                                         plan_path=write_plan(tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2")))
     record = json.loads(path.read_text(encoding="utf-8"))
     graceful, naive = record["targets"]
-    assert graceful["report"]["failed"] == 0 and graceful["report"]["complete"] == 500
-    assert len(graceful["restarts"]) == 2
+    assert [run["repetition"] for run in graceful["runs"]] == [0, 1]  # every run kept
+    for run in graceful["runs"]:
+        assert run["report"]["failed"] == 0 and run["report"]["complete"] == 500
+        assert len(run["restarts"]) == 2
+        assert sum(entry["due"] for entry in run["bins"]) == 500  # every request is in a bin
     # The naive way leaves a moment with no listening socket: refused connections.
-    assert naive["report"]["failed_by_kind"]["connect"] > 0
+    assert all(run["report"]["failed_by_kind"]["connect"] > 0 for run in naive["runs"])
     assert problems == 0  # lost requests are the measurement, not a failure of the run
-    assert [row["server_command"][1].endswith("event_loop_workers.py") for row in record["targets"]] == [True, True]
-    # Every request is in a bin.
-    assert sum(entry["due"] for entry in graceful["bins"]) == 500
+    assert all(run["server_command"][1].endswith("event_loop_workers.py") for row in record["targets"] for run in row["runs"])
 
-    # The renderer reads only the record: the table says what it measured.
+    # The renderer reads only the record: the table says what it measured, run by run.
     files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
     table = files[tmp_path / "generated" / "restart.md"]
-    assert "| event-loop-workers (SIGHUP) | 500 | **0** (0 / 0 / 0) |" in table  # failed (refused / reset or cut / other)
-    assert f"| event-loop-workers (stop, then start) | 500 | **{naive['report']['failed']}** (" in table
+    assert "| event-loop-workers (SIGHUP) | 500 | **0** (0, 0) | 0 / 0 / 0 |" in table
+    counts = [run["report"]["failed"] for run in naive["runs"]]
+    assert f"({counts[0]:,}, {counts[1]:,}) |" in table
     assert files[tmp_path / "plots" / "restart-timeline.svg"].startswith("<?xml")
+
+
+def _restart_row(failed: list[int]) -> dict:
+    runs = [{"report": {"requests": 100, "failed": count, "failed_by_kind": {"connect": count, "read": 0},
+                        "latency_ms": {"p50": 100.0}}, "bins": [], "restarts": []} for count in failed]
+    return {"label": "x (SIGHUP)", "runs": runs}
+
+
+def test_the_restart_table_shows_every_runs_count_and_flags_a_single_run() -> None:
+    assert "| x (SIGHUP) | 100 | **4** (9, 4, 0) | 13 / 0 / 0 | 100 / – |" in multi_process_tables._row(_restart_row([9, 4, 0]))
+    assert "**7** ⚠ one run, no spread" in multi_process_tables._row(_restart_row([7]))
+    # A record made before the suite repeated its targets keeps its one run in the row: flagged too.
+    old_row = {"label": "x (SIGHUP)", **_restart_row([3])["runs"][0]}
+    assert "**3** ⚠ one run, no spread" in multi_process_tables._row(old_row)
 
 
 def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_path) -> None:

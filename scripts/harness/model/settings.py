@@ -109,6 +109,7 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("warm_up", "number", HARNESS),  # seconds of the same load before each measured run, not counted
     Setting("pipeline_depth", "integer", TOOL),  # wrk: requests written at once on each connection
     Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
+    Setting("interleave", "string", HARNESS),  # measured round robin with the scenarios of the same name (suites/interleave.py)
     Setting("database", "boolean", HARNESS),  # start a scratch PostgreSQL for the run (system/postgres.py)
     Setting("rate", "number, or a list of numbers", TOOL),
     Setting("schedule_seconds", "number", TOOL),

@@ -1,14 +1,17 @@
 """Render the multi-process records (results/multi-process/*.json): restarts under load, and worker balance.
 
 Reads records only (harness/suites/restart.py and harness/suites/balance.py measure). The restart
-table counts every failed request by kind; its plot shows, per target, the latency
-of the requests due in each bin and the failed ones, with the restarts marked. The
+table counts every failed request by kind, per run (the median and every run's count: a
+target measured once is flagged); its plot shows, per target, the latency of the requests
+due in each bin and the failed ones, with the restarts marked, for the run with the
+median count. The
 balance table lists how many connections each worker served.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -34,44 +37,75 @@ def load_multi_process_records(results_dir: Path = RESULTS_DIR) -> dict[str, dic
     return records
 
 
-def _worst_near_restarts(row: dict[str, Any]) -> str:
-    """The worst latency of a request due within WINDOW_SECONDS after any restart."""
-    worst = [entry["max_ms"] for entry in row["bins"] if entry["max_ms"] is not None
-             and any(0 <= entry["t"] - restart["at_s"] < WINDOW_SECONDS for restart in row["restarts"])]
-    return f"{max(worst):,.0f}" if worst else "–"
+def runs_of(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """A target's measured runs; a record made before the suite repeated them keeps its one run in the row."""
+    if "runs" in row:
+        return row["runs"]
+    return [row] if "report" in row else []
+
+
+def _worst_near_restarts(run: dict[str, Any]) -> float | None:
+    """The worst latency of a request due within WINDOW_SECONDS after any restart of one run."""
+    worst = [entry["max_ms"] for entry in run["bins"] if entry["max_ms"] is not None
+             and any(0 <= entry["t"] - restart["at_s"] < WINDOW_SECONDS for restart in run["restarts"])]
+    return max(worst) if worst else None
+
+
+def failed_label(runs: list[dict[str, Any]]) -> str:
+    """Failed requests per run: the median in bold, every run's count after it; one run is flagged as such."""
+    counts = [run["report"]["failed"] for run in runs]
+    middle = statistics.median(counts)
+    text = f"**{middle:,.0f}**" if middle == int(middle) else f"**{middle:,.1f}**"
+    if len(counts) == 1:
+        return text + " ⚠ one run, no spread"
+    return text + f" ({', '.join(f'{count:,}' for count in counts)})"
 
 
 def _row(row: dict[str, Any]) -> str:
-    if "report" not in row:
-        return f"| {row['label']} | – | server did not start: {row['error'].splitlines()[0]} | |"
-    report = row["report"]
-    kinds = report["failed_by_kind"]
-    other = report["failed"] - kinds["connect"] - kinds["read"]
-    latency = report["latency_ms"] or {}
-    # The three kinds of failure in one cell, after the total: four columns fit the page at 1280 px.
-    return (f"| {row['label']} | {report['requests']:,} | **{report['failed']:,}** ({kinds['connect']:,} / "
-            f"{kinds['read']:,} / {other:,}) | {latency.get('p50', 0):,.0f} / {_worst_near_restarts(row)} |")
+    runs = runs_of(row)
+    if not runs:
+        errors = row.get("errors") or [{"error": row.get("error", "no run")}]
+        return f"| {row['label']} | – | server did not start: {errors[0]['error'].splitlines()[0]} | – | – |"
+    reports = [run["report"] for run in runs]
+    kinds = {kind: sum(report["failed_by_kind"][kind] for report in reports) for kind in ("connect", "read")}
+    other = sum(report["failed"] for report in reports) - kinds["connect"] - kinds["read"]
+    requests = sorted({report["requests"] for report in reports})
+    p50 = statistics.median((report["latency_ms"] or {}).get("p50", 0) for report in reports)
+    worst = [value for value in map(_worst_near_restarts, runs) if value is not None]
+    lost = f" ⚠ {len(row['errors'])} run(s) did not start" if row.get("errors") else ""
+    return (f"| {row['label']} | {', '.join(f'{count:,}' for count in requests)} | {failed_label(runs)}{lost} | "
+            f"{kinds['connect']:,} / {kinds['read']:,} / {other:,} | "
+            f"{p50:,.0f} / {f'{max(worst):,.0f}' if worst else '–'} |")
 
 
 def restart_table(record: dict[str, Any]) -> str:
     scenario = record["scenario"]
     machine = record["environment"]
     pinning = machine["pinning"]
+    repeat = scenario.get("repeat", 1)
     lines = [
-        "| server (how it was restarted) | requests | failed (refused / reset or cut / other) | "
-        "latency ms: p50 / worst within 1 s of a restart |",
-        "|---|--:|--:|--:|",
+        "| server (how it was restarted) | requests per run | failed per run: median (each run) | "
+        "failed: refused / reset or cut / other, all runs | latency ms: p50 / worst within 1 s of a restart |",
+        "|---|--:|--:|--:|--:|",
         *(_row(row) for row in record["targets"]),
         "",
         f"*Our open-loop client at {scenario['rate']:g} requests/s for {scenario['seconds']:g} s against each "
         f"server, simulated call {scenario['delay'] * 1000:g} ms, {scenario['restarts']} restarts "
-        f"{scenario['every']:g} s apart (the plot marks where each fell on the client's clock). "
-        "Refused: the connection was refused (no socket listening). Reset or cut: reset, or closed before a "
+        f"{scenario['every']:g} s apart (the plot marks where each fell on the client's clock); "
+        + (f"{repeat} runs per server, the servers taking turns; latency: the median run's p50, the worst of "
+           "every run. " if repeat > 1 else "one run per server (no spread: ⚠). ")
+        + "Refused: the connection was refused (no socket listening). Reset or cut: reset, or closed before a "
         "whole response. Server on CPU " + str(pinning["server_cpu"]) + ", client on CPU "
         + str(pinning["load_tool_cpu"]) + f" (taskset); {machine['cpu_model']}, Python {machine['python']}, "
-        f"commit {machine['commit'][:7]}, {record['started_utc'][:10]}.*",
+        f"commit {machine['commit'][:7]}, {record['started_utc']} to {record['finished_utc']}.*",
     ]
     return "\n".join(lines) + "\n"
+
+
+def plotted_run(row: dict[str, Any]) -> dict[str, Any]:
+    """The run a target's plot shows: the one with the median number of failed requests (the first of a tie)."""
+    runs = sorted(runs_of(row), key=lambda run: run["report"]["failed"])
+    return runs[(len(runs) - 1) // 2]
 
 
 def signals_table(record: dict[str, Any]) -> str:
@@ -87,7 +121,7 @@ def restart_plot(record: dict[str, Any]) -> str:
     from harness.render import plots  # matplotlib is slow to import: only rendering needs it
 
     plt = plots.plt
-    rows = [row for row in record["targets"] if "bins" in row]
+    rows = [{"label": row["label"], **plotted_run(row)} for row in record["targets"] if runs_of(row)]
     figure, axes_list = plt.subplots(len(rows), 1, figsize=(7.5, 1.45 * len(rows) + 0.6), sharex=True,
                                      squeeze=False)
     width = record["scenario"]["bin_seconds"]
@@ -107,7 +141,9 @@ def restart_plot(record: dict[str, Any]) -> str:
         failed_axes.tick_params(labelsize=7)
         for restart in row["restarts"]:
             axes.axvline(restart["at_s"], color="black", linestyle="--", linewidth=0.8)
-        axes.set_title(f"{row['label']}: {row['report']['failed']:,} failed", loc="left", fontsize=9)
+        axes.set_title(f"{row['label']}: {row['report']['failed']:,} failed"
+                       + (" (the run with the median count)" if record["scenario"].get("repeat", 1) > 1 else ""),
+                       loc="left", fontsize=9)
         axes.set_ylabel("ms (log)", fontsize=8)
         axes.tick_params(labelsize=7)
     last = axes_list[-1][0]

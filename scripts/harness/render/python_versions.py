@@ -1,8 +1,11 @@
 """Render the which-Python comparison from the python-<version>-<workload> records (catalogue 13-python-versions).
 
-One table per workload: each design's median requests/s on every interpreter that has a
-record, and its ratio to the oldest; and one plot with a panel per design. Reads
-records only; the runner measured them (the `python` setting picked the interpreter).
+One table per workload: a row per interpreter and design, its median requests/s with the
+median's interval and the flags every table carries (cells.rate_flags), and its ratio to the
+oldest; and one plot with a panel per design. The interpreter's exact release is the one its
+record kept (`interpreter`, read from the interpreter itself); a record made before the harness
+kept it says only the version it asked for. Reads records only; the runner measured them
+(suites/interleave.py, round robin).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.render.cells import format_rate, rate_medians
+from harness.model.stats import interval_name
+from harness.render.cells import cells_by_level, ceilings, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_colour, design_link
 
 RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
@@ -29,29 +33,62 @@ def by_workload(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[
             for workload, versions in found.items()}
 
 
+def release(version: str, record: dict[str, Any]) -> str:
+    """The exact CPython release a record's designs ran on ("3.12.1"), or the version it asked for."""
+    return (record.get("interpreter") or {}).get("version") or version
+
+
+def cells(versions: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[dict[str, Any], float | None]]]:
+    """{design: {version: (cell, the tool's ceiling)}}: one level per scenario."""
+    table: dict[str, dict[str, tuple[dict[str, Any], float | None]]] = {}
+    for version, record in versions.items():
+        ceiling = ceilings(record)
+        for design in record["designs"]:
+            for level, runs in cells_by_level(design["runs"]).items():
+                table.setdefault(design["name"], {})[version] = (summarise_cell(runs), ceiling.get(level))
+    return table
+
+
 def rates(versions: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
     """{design: {version: median req/s}} (one level per scenario)."""
-    table: dict[str, dict[str, float]] = {}
-    for version, record in versions.items():
-        for (name, _), rate in rate_medians(record).items():
-            table.setdefault(name, {})[version] = rate
-    return table
+    return {design: {version: cell["rate"]["median"] for version, (cell, _) in per_version.items()}
+            for design, per_version in cells(versions).items()}
+
+
+def how_measured(versions: dict[str, dict[str, Any]]) -> str:
+    """Interleaved round robin, or one after another (a record made before suites/interleave.py)."""
+    first = next(iter(versions.values()))
+    if first.get("interleaved_with"):
+        return ("measured round robin (every version once, then again: a drift of the machine touches them "
+                "alike)")
+    return "measured one version after another"
 
 
 def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
     names = list(versions)
-    lines = ["| design | " + " | ".join(f"CPython {version}" for version in names)
-             + f" | {names[-1]} / {names[0]} |", "|---|" + "--:|" * (len(names) + 1)]
-    for design, per_version in rates(versions).items():
-        cells = [format_rate(per_version[version]) if version in per_version else "–" for version in names]
-        first, last = per_version.get(names[0]), per_version.get(names[-1])
-        ratio = f"**{last / first:.2f}**" if first and last else "–"
-        lines.append(f"| {design_link(design)} | " + " | ".join(cells) + f" | {ratio} |")
-    environment = next(iter(versions.values()))["environment"]
-    lines += ["", f"*{WORKLOADS[workload]}; median requests/s of {next(iter(versions.values()))['settings']['repeat']}"
-              f" runs per cell; records `results/python-<version>-{workload}.json`, measured one after another on "
-              f"{environment['cpu_model']} (server on CPU {environment['pinning']['server_cpu']}, wrk on CPU "
-              f"{environment['pinning']['load_tool_cpu']}).*"]
+    oldest = release(names[0], versions[names[0]])
+    first = next(iter(versions.values()))
+    settings, environment = first["settings"], first["environment"]
+    lines = [f"| CPython | design | requests/s, median ({interval_name(settings['repeat'])}) | / {oldest} |",
+             "|---|---|--:|--:|"]
+    for design, per_version in cells(versions).items():
+        base = per_version.get(names[0])
+        for version in names:
+            if version not in per_version:
+                lines.append(f"| {release(version, versions[version])} | {design_link(design)} | not measured | – |")
+                continue
+            cell, ceiling = per_version[version]
+            rate = cell["rate"]
+            label = (f"**{format_rate(rate['median'])}** ({format_rate(rate['interval_low'])}–"
+                     f"{format_rate(rate['interval_high'])}){rate_flags(cell, ceiling, record=versions[version])}")
+            ratio = f"{rate['median'] / base[0]['rate']['median']:.2f}" if base else "–"
+            lines.append(f"| {release(version, versions[version])} | {design_link(design)} | {label} | {ratio} |")
+    window = settings["time_limit"]
+    lines += ["", f"*{WORKLOADS[workload]}; {settings['repeat']} runs of {window:g} s per cell, {how_measured(versions)}; "
+              f"records `results/python-<version>-{workload}.json`, commit `{environment['commit'][:10]}`"
+              f"{' (with uncommitted changes)' if environment.get('dirty') else ''}, {first['started_utc']} to "
+              f"{first['finished_utc']}; {environment['cpu_model']} (server on CPU "
+              f"{environment['pinning']['server_cpu']}, wrk on CPU {environment['pinning']['load_tool_cpu']}).*"]
     return "\n".join(lines) + "\n"
 
 
@@ -64,11 +101,16 @@ def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
     figure, axes_grid = plt.subplots(len(workloads), len(designs), figsize=(2.0 * len(designs) + 1, 2.4 * len(workloads)),
                                      squeeze=False)
     for row, workload in enumerate(workloads):
-        table = rates(by[workload])
+        table = cells(by[workload])
         for column, design in enumerate(designs):
             axes = axes_grid[row][column]
-            per_version = table.get(design, {})
-            axes.bar(list(per_version), list(per_version.values()), color=design_colour(design))  # its colour everywhere
+            per_version = {release(version, by[workload][version]): cell["rate"]
+                           for version, (cell, _) in table.get(design, {}).items()}
+            medians = [rate["median"] for rate in per_version.values()]
+            axes.bar(list(per_version), medians, color=design_colour(design),  # its colour everywhere
+                     yerr=[[rate["median"] - rate["interval_low"] for rate in per_version.values()],
+                           [rate["interval_high"] - rate["median"] for rate in per_version.values()]],
+                     capsize=3, ecolor="black")
             if not per_version:  # say so, rather than an empty frame with made-up ticks
                 axes.text(0.5, 0.5, "not measured", ha="center", va="center", fontsize=8, transform=axes.transAxes)
                 axes.set_xticks([])
@@ -76,7 +118,7 @@ def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
             axes.set_title(f"{design}\n{workload}", fontsize=8, loc="left")
             axes.tick_params(labelsize=7)
             if column == 0:
-                axes.set_ylabel("requests/s (median)", fontsize=8)
+                axes.set_ylabel("requests/s (median,\nbars: its interval)", fontsize=8)
     figure.supxlabel("CPython version", fontsize=9)
     figure.tight_layout()
     return plots._to_svg(figure)

@@ -11,8 +11,11 @@ refused, read = reset or closed early, ...), the restart moments on the client's
 and the timeline folded into BIN_SECONDS bins (requests due, ok, failed, median and
 worst latency) so the record stays small.
 
-Known limits: one run per target (a picture of a run, like the timeline scenario);
-the moments are the harness's, taken on the same CLOCK_MONOTONIC as the client's
+Each target runs `repeat` times (three in a full run), the targets taking turns (every
+target once, then every target again), so a drift of the machine touches them alike; the record
+keeps every run, and the page shows the spread of the failed requests across them.
+
+Known limits: the moments are the harness's, taken on the same CLOCK_MONOTONIC as the client's
 (both processes read it through time.perf_counter on Linux).
 """
 
@@ -48,7 +51,8 @@ PLAN_PATH = CATALOGUE_DIR / "restart" / "restart.toml"
 HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
 BIN_SECONDS = 0.25
 METHODS = {"signal", "stop-start"}
-_PLAN_KEYS = {"id", "title", "rate", "seconds", "delay", "restarts", "first_restart", "every", "quick", "target"}
+_PLAN_KEYS = {"id", "title", "rate", "seconds", "delay", "restarts", "first_restart", "every", "repeat", "quick",
+              "target"}
 _TARGET_KEYS = {"design", "method", "signal", "source"}
 
 
@@ -78,6 +82,7 @@ class Plan:
     restarts: int
     first_restart: float
     every: float
+    repeat: int = 1  # runs per target, taking turns with the other targets
     targets: list[Target] = field(default_factory=list)
 
     def moments(self) -> list[float]:
@@ -109,9 +114,12 @@ def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue 
             raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
         targets.append(Target(entry["design"], entry["method"], entry.get("signal"), entry.get("source", "")))
     settings = {key: data[key] for key in ("rate", "seconds", "delay", "restarts", "first_restart", "every")}
+    settings["repeat"] = data.get("repeat", 1)
     if quick:
         settings.update(data.get("quick", {}))
     plan = Plan(id=data["id"], title=data["title"], targets=targets, **settings)
+    if not isinstance(plan.repeat, int) or plan.repeat < 1:
+        raise RestartPlanError(f"{path}: repeat must be a whole number of runs, at least 1; got {plan.repeat!r}")
     if plan.moments() and plan.moments()[-1] >= plan.seconds:
         raise RestartPlanError(f"{path}: the last restart ({plan.moments()[-1]:g} s) is not inside the load "
                                f"({plan.seconds:g} s)")
@@ -165,10 +173,10 @@ def restart_server(target: Target, stack: contextlib.ExitStack, server: processe
 
 
 def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, log_dir: Path,
-                   pinning: dict[str, str | None]) -> dict[str, Any]:
-    """One target: start it, load it, restart it at each moment, stop it; the row of the record."""
+                   pinning: dict[str, str | None], repetition: int = 0) -> dict[str, Any]:
+    """One run of a target: start it, load it, restart it at each moment, stop it; one run of its row."""
     design = catalogue.design(target.design)
-    workdir = log_dir / f"{design.name}-{target.method}"
+    workdir = log_dir / f"{design.name}-{target.method}" / f"repetition-{repetition}"
     workdir.mkdir(parents=True, exist_ok=True)
     command = launcher.design_command(design, port, plan.delay, workdir)
     timeline_path = workdir / "timeline.json"
@@ -200,11 +208,9 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
         restart["at_s"] = round(restart["at_s"] + offset, 3)
     failures = [{"t": round(entry["intended_start"], 3), "result": entry["result"]}
                 for entry in timeline if entry["result"] != "ok"]
-    return {"name": design.name, "title": design.title, "method": target.method, "signal": target.signal,
-            "label": target.label, "source": target.source, "server_command": command,
-            "load_command": client_command, "restarts": restarts, "report": report, "failures": failures,
-            "bins": fold(timeline, plan.seconds), "alive_at_end": server_alive, "exit_code": server.exit_code,
-            "stderr_tail": server.stderr_tail()[-800:]}
+    return {"repetition": repetition, "server_command": command, "load_command": client_command,
+            "restarts": restarts, "report": report, "failures": failures, "bins": fold(timeline, plan.seconds),
+            "alive_at_end": server_alive, "exit_code": server.exit_code, "stderr_tail": server.stderr_tail()[-800:]}
 
 
 def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
@@ -222,28 +228,31 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     pinning = processes.cpu_pinning()
     started = utc_now()
     log_dir = launcher.LOG_DIR / "restart"
-    rows = []
-    for target in targets:
-        print(f"{plan.id}: {target.label}", flush=True)
-        port = processes.free_port()
-        try:
-            rows.append(measure_target(catalogue, plan, target, port, log_dir, pinning))
-        except processes.ServerStartError as error:  # recorded, and the run goes on to the next target
-            print(f"  server failed: {error}", file=sys.stderr, flush=True)
-            rows.append({"name": target.design, "method": target.method, "signal": target.signal,
-                         "label": target.label, "source": target.source, "error": str(error)})
-            continue
-        print(f"  {rows[-1]['report']['failed']} failed of {rows[-1]['report']['requests']}", flush=True)
+    rows = [{"name": target.design, "title": catalogue.design(target.design).title, "method": target.method,
+             "signal": target.signal, "label": target.label, "source": target.source, "runs": [], "errors": []}
+            for target in targets]
+    for repetition in range(plan.repeat):  # every target once, then again: drift touches them alike
+        for target, row in zip(targets, rows):
+            print(f"{plan.id}: {target.label}, run {repetition + 1}/{plan.repeat}", flush=True)
+            port = processes.free_port()
+            try:
+                run = measure_target(catalogue, plan, target, port, log_dir, pinning, repetition)
+            except processes.ServerStartError as error:  # recorded, and the run goes on to the next target
+                print(f"  server failed: {error}", file=sys.stderr, flush=True)
+                row["errors"].append({"repetition": repetition, "error": str(error)})
+                continue
+            row["runs"].append(run)
+            print(f"  {run['report']['failed']} failed of {run['report']['requests']}", flush=True)
     record = {
         "schema": SCHEMA_VERSION, "kind": "restart",
         "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
                      "delay": plan.delay, "restarts": plan.restarts, "every": plan.every, "moments": plan.moments(),
-                     "bin_seconds": BIN_SECONDS, "quick": quick},
+                     "repeat": plan.repeat, "bin_seconds": BIN_SECONDS, "quick": quick},
         "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         "started_utc": started, "finished_utc": utc_now(), "targets": rows,
     }
     default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
     write_json_atomic(path, record)
-    return path, sum(1 for row in rows if "report" not in row or row["report"]["timed_out"])
+    return path, sum(len(row["errors"]) + sum(1 for run in row["runs"] if run["report"]["timed_out"]) for row in rows)
 

@@ -202,6 +202,16 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         cluster = stack.enter_context(postgres.scratch_cluster()) if settings.get("database") else None
         measure_all(catalogue, scenario, designs, outcomes, ceiling, settings, quick, tool, pinning, progress,
                     cluster.dsn if cluster else None)
+    record = scenario_record(scenario, quick, settings, environment, started,
+                             [outcomes[design.name] for design in designs], ceiling)
+    if cluster is not None:  # exactly how the database ran: its version's programs and every changed setting
+        record["database_command"] = cluster.command
+    return write_record(record, quick or design_names is not None or repeat is not None, out_dir), record
+
+
+def scenario_record(scenario: Scenario, quick: bool, settings: dict[str, Any], environment: dict[str, Any],
+                    started: str, outcomes: list[DesignOutcome], ceiling: DesignOutcome | None) -> dict[str, Any]:
+    """A scenario's record: what ran, where, when, and every design's runs (finished now)."""
     record = {
         "schema": SCHEMA_VERSION,
         "scenario": scenario.to_json(),
@@ -210,16 +220,20 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         "environment": environment,
         "started_utc": started,
         "finished_utc": utc_now(),
-        "designs": [outcomes[design.name].to_json() for design in designs],
+        "designs": [outcome.to_json() for outcome in outcomes],
         "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
     }
-    if cluster is not None:  # exactly how the database ran: its version's programs and every changed setting
-        record["database_command"] = cluster.command
-    complete_run = not quick and design_names is None and repeat is None
-    target_dir = out_dir or (RESULTS_DIR if complete_run else SCRATCH_RESULTS_DIR)
-    path = results_path(scenario.id, target_dir)
+    if settings.get("python"):  # the exact CPython the designs ran on, as it says itself ("3.12.1")
+        record["interpreter"] = launcher.describe_interpreter(settings["python"])
+    return record
+
+
+def write_record(record: dict[str, Any], partial: bool, out_dir: Path | None) -> Path:
+    """Write a record atomically: to out_dir, else results/ for a complete full run, build/results/ otherwise."""
+    target_dir = out_dir or (RESULTS_DIR if record["mode"] == "full" and not partial else SCRATCH_RESULTS_DIR)
+    path = results_path(record["scenario"]["id"], target_dir)
     write_json_atomic(path, record)
-    return path, record
+    return path
 
 
 def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design], outcomes: dict[str, DesignOutcome],

@@ -106,6 +106,29 @@ def interpreter(version: str) -> str:
                                   "Debian has it; on GitHub, setup-python's python-version list")
 
 
+# Read from the interpreter itself, not from its path: the exact release, and whether its build has a GIL.
+_DESCRIBE_INTERPRETER = ("import platform, sys, sysconfig; print(platform.python_version()); "
+                         "print('disabled (free-threaded build)' if sysconfig.get_config_var('Py_GIL_DISABLED') "
+                         "else 'enabled'); print(sys.executable)")
+
+
+def describe_interpreter(version: str) -> dict[str, str | None]:
+    """What CPython `version` ("3.12") is here: {"asked", "version" ("3.12.1"), "gil", "executable"}.
+
+    A version this machine does not have gives {"asked", "version": None, "missing": how to get it}.
+    """
+    try:
+        executable = interpreter(version)
+    except InterpreterMissingError as error:
+        return {"asked": version, "version": None, "missing": str(error)}
+    answer = processes.run_tool([executable, "-c", _DESCRIBE_INTERPRETER], timeout=30)
+    lines = answer.stdout.splitlines()
+    if answer.returncode != 0 or len(lines) != 3:
+        return {"asked": version, "version": None,
+                "missing": f"{executable} did not say its version: {answer.stderr.strip()[-300:]}"}
+    return {"asked": version, "version": lines[0], "gil": lines[1], "executable": lines[2]}
+
+
 def server_command(design: Design, port: int, delay: float, workdir: Path,
                    host: str = processes.LOOPBACK, work: int = 0, python: str | None = None,
                    database: str | None = None) -> list[str]:

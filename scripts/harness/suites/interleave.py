@@ -1,0 +1,100 @@
+"""Measure scenarios that differ in one setting round robin, so slow drift of the machine touches them alike.
+
+A scenario with `interleave = "NAME"` belongs to the group NAME (the Python versions: the same
+designs and load, one scenario per CPython). Run together (`bench.py run --scenario NAME`, or
+`bench.py run` for every scenario), the group is measured in rounds: in each round, every scenario
+in catalogue order (3.11, 3.12, 3.13, then again), every design of it once. Run one after another,
+a version measured last would carry whatever the machine did in the last minutes; round robin
+spreads that over every version alike. The tool's ceiling is measured once for scenarios whose
+settings differ only in `python` (a ceiling design is not a Python server) and kept in each of
+their records. Each scenario still writes its own record, atomically, after the last round.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.clients.tools import require_tool
+from harness.model.catalogue import Catalogue, Scenario
+from harness.suites import plan
+from harness.suites.runner import DesignOutcome, measure_design_once, scenario_record, write_record
+from harness.system import ports, processes
+from harness.system.environment import describe_machine, utc_now
+
+
+def groups(scenarios: list[Scenario]) -> list[list[Scenario]]:
+    """The scenarios as they will run: each interleave group together (where its first member was), others alone."""
+    ordered: list[list[Scenario]] = []
+    by_name: dict[str, list[Scenario]] = {}
+    for scenario in scenarios:
+        name = scenario.options.get("interleave")
+        if name is None:
+            ordered.append([scenario])
+        elif name in by_name:
+            by_name[name].append(scenario)
+        else:
+            by_name[name] = [scenario]
+            ordered.append(by_name[name])
+    return ordered
+
+
+def members(catalogue: Catalogue, name: str) -> list[Scenario]:
+    """Every scenario of interleave group `name`, in catalogue order (none if no scenario names it)."""
+    return [scenario for scenario in catalogue.scenarios.values() if scenario.options.get("interleave") == name]
+
+
+def _ceiling_key(settings: dict[str, Any], tool: str) -> str:
+    """Settings that decide a ceiling's run: the same for scenarios that differ only in `python`."""
+    return tool + json.dumps({key: value for key, value in settings.items() if key != "python"}, sort_keys=True)
+
+
+def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repeat: int | None,
+              out_dir: Path | None, progress: plan.Progress) -> list[tuple[Path, dict[str, Any]]]:
+    """Measure a group round robin (see the module's docstring); write and return each scenario's record."""
+    runs = []
+    for scenario in scenarios:
+        settings = plan.scenario_settings(scenario, quick, repeat)
+        designs = [catalogue.design(name) for name in scenario.design_names(quick)]
+        runs.append((scenario, settings, designs, {design.name: DesignOutcome(design) for design in designs}))
+    pinning = processes.cpu_pinning()
+    started = utc_now()
+    ceilings: dict[str, DesignOutcome] = {}
+    for scenario, settings, _, _ in runs:
+        key = _ceiling_key(settings, scenario.tool)
+        if settings.get("ceiling") and key not in ceilings:
+            ceilings[key] = DesignOutcome(catalogue.design(settings["ceiling"]))
+            measure_design_once(ceilings[key], scenario, {**settings, "delay": 0.0, "work": 0, "python": None}, 0,
+                                require_tool(scenario.tool), pinning, progress)
+        elif settings.get("ceiling"):
+            progress.skip(len(plan.levels(settings)))  # planned for every scenario, measured once
+    for repetition in range(max(settings["repeat"] for _, settings, _, _ in runs)):
+        for scenario, settings, designs, outcomes in runs:
+            if repetition >= settings["repeat"]:
+                continue
+            for design in designs if repetition % 2 == 0 else list(reversed(designs)):
+                outcome = outcomes[design.name]
+                if outcome.status != "ok":
+                    progress.skip(len(plan.levels(settings)))
+                    continue
+                if not quick:
+                    ports.wait_for_time_wait_drain()
+                cells_before = progress.done
+                measure_design_once(outcome, scenario, plan.design_settings(settings, design), repetition,
+                                    require_tool(scenario.tool), pinning, progress)
+                progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
+    written = []
+    for scenario, settings, designs, outcomes in runs:
+        tool = require_tool(scenario.tool)
+        environment = describe_machine(pinning, {tool.name: tool.version()})
+        ceiling = ceilings.get(_ceiling_key(settings, scenario.tool))
+        record = scenario_record(scenario, quick, settings, environment, started,
+                                 [outcomes[design.name] for design in designs], ceiling)
+        record["interleaved_with"] = [other.id for other, _, _, _ in runs if other.id != scenario.id]
+        if record["ceiling"]:  # one run for every scenario of the same settings: under the first one's id
+            record["ceiling"]["measured_in"] = next(other.id for other, other_settings, _, _ in runs
+                                                    if _ceiling_key(other_settings, other.tool)
+                                                    == _ceiling_key(settings, scenario.tool))
+        written.append((write_record(record, quick or repeat is not None, out_dir), record))
+    return written
