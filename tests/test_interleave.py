@@ -1,0 +1,58 @@
+"""The Python versions run round robin (issue 20, finding 9): every version once, then again, one ceiling per workload.
+
+The measurement itself is replaced by a recorder (no server starts): what is checked is the order
+the cells run in, which scenario's record each run lands in, and what each record says about it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness.suites import interleave, plan
+
+from conftest import CATALOGUE
+
+
+def test_the_python_versions_form_one_group_in_catalogue_order() -> None:
+    members = [scenario.id for scenario in interleave.members(CATALOGUE, "python-versions")]
+    assert members == [f"python-3.{minor}-{workload}" for workload in ("hello", "cpu") for minor in (11, 12, 13)]
+    grouped = [group for group in interleave.groups(list(CATALOGUE.scenarios.values())) if len(group) > 1]
+    assert [[scenario.id for scenario in group] for group in grouped] == [members]
+    for scenario in interleave.members(CATALOGUE, "python-versions"):
+        assert scenario.settings(quick=False)["time_limit"] >= 5  # windows of at least 5 s
+
+
+def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    order: list[tuple[str, str, int]] = []
+
+    def measure(outcome: Any, scenario: Any, settings: dict[str, Any], repetition: int, *args: Any,
+                **kwargs: Any) -> None:
+        order.append((scenario.id, outcome.design.name, repetition))
+        outcome.runs.append({"concurrency": settings["concurrency"][0], "requests_per_second": 100.0, "error": None,
+                             "python": settings.get("python")})
+
+    monkeypatch.setattr(interleave, "measure_design_once", measure)
+    monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)
+    scenarios = interleave.members(CATALOGUE, "python-versions")
+    progress = plan.plan_run(CATALOGUE, [(scenario, None) for scenario in scenarios], quick=False, repeat=2)
+    written = interleave.run_group(CATALOGUE, scenarios, quick=False, repeat=2, out_dir=tmp_path, progress=progress)
+
+    ceilings = [entry for entry in order if entry[1] == "nginx"]
+    assert [entry[0] for entry in ceilings] == ["python-3.11-hello", "python-3.11-cpu"]  # once per workload
+    designs = [entry for entry in order if entry[1] != "nginx"]
+    ids = [scenario.id for scenario in scenarios]
+    assert [(entry[0], entry[2]) for entry in designs] == [(scenario_id, repetition) for repetition in (0, 1)
+                                                           for scenario_id in ids]
+    for path, record in written:
+        assert json.loads(path.read_text(encoding="utf-8")) == record
+        assert record["interleaved_with"] == [other for other in ids if other != record["scenario"]["id"]]
+        asked = record["settings"]["python"]
+        assert [run["python"] for design in record["designs"] for run in design["runs"]] == [asked, asked]
+        assert record["interpreter"]["asked"] == asked  # the release the interpreter reports, or why it is missing
+        assert record["interpreter"]["version"] is None or record["interpreter"]["version"].startswith(asked + ".")
+        assert record["ceiling"]["measured_in"] in ("python-3.11-hello", "python-3.11-cpu")
+        assert record["started_utc"] <= record["finished_utc"]
