@@ -14,6 +14,7 @@
     python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
     python scripts/bench.py instructions [--quick] [--row NAME ...]
     python scripts/bench.py conformance [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
+    python scripts/bench.py streaming [--design NAME ...] [--quick] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design
@@ -52,6 +53,7 @@ from harness.suites import (  # noqa: E402
     plan,
     restart,
     runner,
+    streaming,
 )
 from harness.system import launcher, processes  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
@@ -212,6 +214,10 @@ def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return idle.command(catalogue, args)
 
 
+def command_streaming(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    return streaming.command(catalogue, args)
+
+
 def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Instructions per request under callgrind (harness/suites/instructions.py); its table printed from the record."""
     path = instructions.measure(catalogue, args.quick, args.row)
@@ -313,6 +319,9 @@ def build_parser() -> argparse.ArgumentParser:
     idle_parser = commands.add_parser("idle", help="hold many idle keep-alive connections; memory and latency")
     idle.add_arguments(idle_parser)
     idle_parser.set_defaults(handler=command_idle)
+    streaming_parser = commands.add_parser("streaming", help="server-sent-event streams: held, slow readers, a stop")
+    streaming.add_arguments(streaming_parser)
+    streaming_parser.set_defaults(handler=command_streaming)
     instructions_parser = commands.add_parser("instructions", help="instructions per request under valgrind's callgrind")
     instructions.add_arguments(instructions_parser)
     instructions_parser.set_defaults(handler=command_instructions)

@@ -149,7 +149,9 @@ SAME_OUTSIDE_PLUMBING = {"handle_request": ("asyncio_streams.py", "event_loop_wo
                          "stop_reading_listeners": ("asyncio_streams.py", "asyncio_executor.py",
                                                     "event_loop_workers.py", "asyncio_asyncpg.py"),
                          "accept_connection": tuple(sorted(EVENT_LOOP_FILES)),
-                         "AcceptPause": tuple(sorted(EVENT_LOOP_FILES))}
+                         "AcceptPause": tuple(sorted(EVENT_LOOP_FILES)),
+                         # The two thread designs that stream share the stream; the pool only dispatches it.
+                         "send_events": ("sse_thread_per_connection.py", "sse_thread_pool.py")}
 # Fast and correct grows from the hardened design and keeps its strict parser and its limits word for word: the
 # fast path in front of the parser may answer less than the parser does, never decide otherwise.
 HARDENED_FILES = ("fast_and_correct.py", "hardened_event_loop.py")

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.clients import echo_probe, probe
+from harness.clients import echo_probe, probe, sse_client
 from harness.model.catalogue import Design
 
 PRIMER_REQUESTS = 3
 VERIFIERS: dict[str, Callable[[str, int], list[str]]] = {
-    "http": probe.verify_http, "naive-http": probe.verify_naive_http, "echo": echo_probe.verify_echo}
+    "http": probe.verify_http, "naive-http": probe.verify_naive_http, "echo": echo_probe.verify_echo,
+    "stream": sse_client.verify_stream}
 HTTP_KINDS = {"http", "naive-http"}  # primed before measuring; an echo connection costs nothing to warm up
 
 

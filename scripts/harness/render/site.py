@@ -36,6 +36,7 @@ from harness.render import (
     keep_alive_verdict,
     multi_process_tables,
     python_versions,
+    streaming_tables,
 )
 from harness.render.cells import (
     ceilings,
@@ -508,6 +509,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
                 f"*Not measured yet: no `results/{scenario_id}.json`. "
                 f"`python scripts/bench.py run --scenario {scenario_id} --quick` measures it on your machine.*\n")
     for name, sections in by_design.items():
+        if name in streaming_tables.STREAM_DESIGNS and not sections:
+            continue  # a stream design's own file comes from the streaming record (streaming_page_files)
         body = "\n".join(sections) if sections else (
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
@@ -549,6 +552,11 @@ def free_threaded_files(inputs: RenderInput) -> dict[Path, str]:
             + free_threaded.free_threaded_table(inputs.results_dir)}
 
 
+def streaming_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The streaming page's tables and plot, and the stream designs' own files (results/streaming.json)."""
+    return streaming_tables.streaming_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, HEADER)
+
+
 def timeline_player_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The timeline player's data (results/timeline.json): one snippet per design and the home page's pairs."""
     return timeline_player_files(inputs.records.get(TIMELINE_SCENARIO), inputs.generated_dir, HEADER)
@@ -573,6 +581,7 @@ RENDERERS: list[Renderer] = [
     disclosed_settings_files,
     instructions_page_files,
     timeline_player_page_files,
+    streaming_page_files,
 ]
 
 

@@ -1,0 +1,198 @@
+"""Render the streaming record (results/streaming.json, written by scripts/bench.py streaming).
+
+Tables for docs/streaming.md: what holding the streams cost each design (streams held, threads,
+PSS of the process group, per stream), whether the events came on time and a fresh short request
+got through meanwhile, the slow readers (memory before and at the peak), and the stop with streams
+open (how long, and how each client's stream ended); a plot of the server's memory over time under
+the slow readers; and each stream design's own file (docs/_generated/designs/<name>.md). Every
+table names its settings from the record. Reads records only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.render.presentation import design_style
+
+RECORD = "streaming.json"
+# The stream designs, in table order (tests/test_streaming.py keeps this the catalogue's kind = "stream").
+STREAM_DESIGNS = ("sse-thread-per-connection", "sse-thread-pool", "sse-asyncio-streams", "sse-asyncio-no-drain",
+                  "sse-uvicorn", "sse-granian")
+TOOL_BOUND_SHARE = 0.9  # the client used this share of its CPU or more: it may have been what limited the events
+OUTCOMES = ("clean", "cut between events", "truncated", "reset", "no answer", "open")
+NOT_MEASURED = ("*Not measured yet: no `results/streaming.json`. `python scripts/bench.py streaming --quick` "
+                "measures it on your machine (into build/).*\n")
+
+
+def load(results_dir: Path) -> dict[str, Any] | None:
+    path = results_dir / RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def rows(record: dict[str, Any], phase: str) -> list[dict[str, Any]]:
+    found = [row for row in record["rows"] if row["phase"] == phase]
+    return sorted(found, key=lambda row: STREAM_DESIGNS.index(row["design"]) if row["design"] in STREAM_DESIGNS
+                  else len(STREAM_DESIGNS))
+
+
+def phase_settings(record: dict[str, Any], phase: str) -> dict[str, Any]:
+    return next(item for item in record["phases"] if item["name"] == phase)
+
+
+def failed_row(row: dict[str, Any], columns: int) -> str:
+    why = "; ".join(row.get("problems", []))[:120].replace("|", "/")
+    return f"| {row['design']} | failed: {why} |" + " |" * (columns - 2)
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.1f}"
+
+
+def cost_table(record: dict[str, Any], phase: str) -> str:
+    lines = ["| design | streams held | threads | PSS MiB, before → peak | KiB per stream |", "|---|--:|--:|--:|--:|"]
+    for row in rows(record, phase):
+        if row["status"] != "ok":
+            lines.append(failed_row(row, 5))
+            continue
+        client = row["client"]
+        held = client["streams_with_events"]
+        growth = (row["peak_pss_mib"] - row["baseline_pss_mib"]) * 1024
+        per_stream = f"{growth / held:.1f}" if held else "–"
+        lines.append(f"| {row['design']} | {held:,} of {client['streams_asked']:,} | {row['peak_threads']:,} | "
+                     f"{row['baseline_pss_mib']:.1f} → **{row['peak_pss_mib']:.1f}** | {per_stream} |")
+    return "\n".join(lines) + "\n"
+
+
+def timing_table(record: dict[str, Any], phase: str) -> str:
+    lines = ["| design | events, % of due | lag, median / p99 s | fresh `GET /` ms, median / max | failed |",
+             "|---|--:|--:|--:|--:|"]
+    for row in rows(record, phase):
+        if row["status"] != "ok":
+            lines.append(failed_row(row, 5))
+            continue
+        client = row["client"]
+        share = 100 * client["events"] / row["events_expected"] if row["events_expected"] else 0.0
+        flag = " ⚠ client CPU-bound" if (row["client_cpu_share"] or 0) >= TOOL_BOUND_SHARE else ""
+        lag = client["max_lag_seconds"]
+        lag_text = "–" if lag["median"] is None else f"{lag['median']:.2f} / {lag['p99']:.2f}"
+        lines.append(f"| {row['design']} | {share:.0f}%{flag} | {lag_text} | {_ms(row['fresh_ms_median'])} / "
+                     f"{_ms(row['fresh_ms_max'])} | {row['fresh_failed']} of {row['fresh_asked']} |")
+    return "\n".join(lines) + "\n"
+
+
+def hold_caption(record: dict[str, Any], phase: str) -> str:
+    settings = phase_settings(record, phase)
+    pinning = record["environment"]["pinning"]
+    return (f"*{settings['streams']:,} streams asked at once (`{settings['path']}`: a {settings['event_bytes']}-byte "
+            f"event every {settings['interval'] * 1000:g} ms for {settings['seconds']:g} s), one run per design. "
+            "Streams held: those that received at least one event. Threads: the most seen in `/proc/PID/task` "
+            "over the server's process group. PSS of the process group, before the streams and at its peak; "
+            "KiB per stream divides the growth by the streams held. An event's lag: when it arrived minus when "
+            "it was due; per stream the largest, then the median and 99th percentile over streams. A fresh "
+            "request about every half second on a new connection (from a third process), failed when "
+            f"unanswered within 2 s. Server on CPU {pinning['server_cpu']}, client on CPU {pinning['load_tool_cpu']}; "
+            f"commit {record['environment']['commit'][:7]}, {record['started_utc'][:10]}.*\n")
+
+
+def slow_table(record: dict[str, Any]) -> str:
+    lines = ["| design | PSS MiB, before → peak | growth MiB | read by the slow clients, MiB |", "|---|--:|--:|--:|"]
+    for row in rows(record, "slow"):
+        if row["status"] != "ok":
+            lines.append(failed_row(row, 4))
+            continue
+        read = sum(reader["received_bytes"] for reader in row["client"]["slow_readers"]) / 2**20
+        lines.append(f"| {row['design']} | {row['baseline_pss_mib']:.1f} → **{row['peak_pss_mib']:.1f}** | "
+                     f"{row['peak_pss_mib'] - row['baseline_pss_mib']:.1f} | {read:.1f} |")
+    settings = phase_settings(record, "slow")
+    path = record["slow_path"].format(seconds=settings["seconds"])
+    lines += ["", f"*{settings['slow_readers']} slow clients at once, each asking for `{path}` (16 KiB every "
+              "10 ms: 1.6 MB/s) and reading 4 KiB every 100 ms through a 4 KiB receive buffer (40 KiB/s). PSS of "
+              "the server's process group, sampled every half second or so; the kernel's socket buffers are not in "
+              "it. One run per design.*"]
+    return "\n".join(lines) + "\n"
+
+
+def stop_table(record: dict[str, Any]) -> str:
+    lines = ["| design | stop took, s | how the streams ended | ended after the signal, s |", "|---|--:|---|--:|"]
+    for row in rows(record, "stop"):
+        if row["status"] != "ok":
+            lines.append(failed_row(row, 4))
+            continue
+        took = row.get("stop_seconds")
+        took_text = f"over {record['stop_cap_seconds']:g} (killed)" if took is None else f"{took:.2f}"
+        outcomes = row["client"]["outcomes"]
+        ended = ", ".join(f"{outcomes[name]} {name}" for name in OUTCOMES if outcomes.get(name))
+        after = row["client"].get("ended_after_stop_seconds", {})
+        after_text = "–" if after.get("median") is None else f"{after['median']:.2f} – {after['max']:.2f}"
+        lines.append(f"| {row['design']} | {took_text} | {ended} | {after_text} |")
+    settings = phase_settings(record, "stop")
+    lines += ["", f"*{settings['streams']} streams (`{settings['path']}`); about {settings['stop_after']:g} s after "
+              "they were open, the design's graceful stop signal (SIGTERM; SIGINT for uvicorn, as the harness "
+              "always stops it). Stop took: from the signal until no process of its group was left. How each "
+              "stream ended, from its last bytes: clean (the body ended after a whole event, or a chunked body's "
+              "last chunk), cut between events (chunked, closed without the last chunk), truncated (closed inside "
+              "an event), reset; and when, from the signal (median – latest). One run per design.*"]
+    return "\n".join(lines) + "\n"
+
+
+def memory_plot(record: dict[str, Any]) -> str:
+    """PSS of each design's process group over time under the slow readers: one line per design."""
+    from harness.render import plots  # matplotlib is slow to import: only rendering needs it
+
+    figure, axes = plots.plt.subplots(figsize=(6.4, 3.4))
+    for row in rows(record, "slow"):
+        if row["status"] != "ok":
+            continue
+        points = [(item["t"], item["pss_mib"]) for item in row["samples"] if item["pss_mib"] is not None]
+        axes.plot([t for t, _ in points], [value for _, value in points], label=row["design"],
+                  **{key: value for key, value in design_style(row["design"]).items() if key != "label"})
+    axes.set_xlabel("seconds since the slow clients began")
+    axes.set_ylabel("PSS of the server, MiB")
+    axes.set_title("Server memory under slow readers")
+    axes.legend(fontsize=8, frameon=False)
+    axes.grid(alpha=0.3)
+    return plots._to_svg(figure)
+
+
+def design_file(record: dict[str, Any] | None, name: str) -> str:
+    """A stream design's own results: its rows of every phase, pointing to the streaming page for the rest."""
+    if record is None:
+        return NOT_MEASURED
+    mine = [row for row in record["rows"] if row["design"] == name]
+    if not mine:
+        return NOT_MEASURED
+    lines = ["| phase | streams held | threads | PSS MiB, peak | fresh `GET /` ms, median |", "|---|--:|--:|--:|--:|"]
+    for row in mine:
+        if row["status"] != "ok":
+            lines.append(f"| {row['phase']} | failed | | | |")
+            continue
+        lines.append(f"| {row['phase']} | {row['client']['streams_with_events']:,} | {row['peak_threads']:,} | "
+                     f"{row['peak_pss_mib']:.1f} | {_ms(row['fresh_ms_median'])} |")
+    lines += ["", "*From `results/streaming.json`; the settings of each phase are under each table of "
+              "[Responses that stream](../../streaming.md).*"]
+    return "\n".join(lines) + "\n"
+
+
+def streaming_files(results_dir: Path, generated_dir: Path, plots_dir: Path, header: str) -> dict[Path, str]:
+    """streaming.md's tables and plot, and each stream design's own file; "not measured yet" before a record."""
+    record = load(results_dir)
+    source = f"results/{RECORD}"
+    files = {generated_dir / "designs" / f"{name}.md": header.format(source=source) + design_file(record, name)
+             for name in STREAM_DESIGNS}
+    parts = {"streaming-hold-cost", "streaming-hold-timing", "streaming-10k-cost", "streaming-10k-timing",
+             "streaming-slow", "streaming-stop"}
+    if record is None:
+        return files | {generated_dir / f"{part}.md": header.format(source=source) + NOT_MEASURED for part in parts}
+    made = {
+        "streaming-hold-cost": cost_table(record, "hold") + "\n" + hold_caption(record, "hold"),
+        "streaming-hold-timing": timing_table(record, "hold"),
+        "streaming-10k-cost": cost_table(record, "hold-10k") + "\n" + hold_caption(record, "hold-10k"),
+        "streaming-10k-timing": timing_table(record, "hold-10k"),
+        "streaming-slow": slow_table(record),
+        "streaming-stop": stop_table(record),
+    }
+    files |= {generated_dir / f"{part}.md": header.format(source=source) + text for part, text in made.items()}
+    files[plots_dir / "streaming-slow-memory.svg"] = memory_plot(record)
+    return files

@@ -1,0 +1,275 @@
+"""Responses that stream: many server-sent-event streams at once, slow readers, and a stop with streams open.
+
+    python scripts/bench.py streaming [--quick] [--design NAME ...] [--out results]
+
+Theory of operation: the plan is data (PHASES below, `--quick` shrinks it). For every design of
+kind "stream" in the catalogue (scripts/catalogue/15-streaming.toml) and every phase that takes
+it, the design is started through the launcher (pinned to the first CPU, its own process
+group), checked (clients/sse_client.py verify_stream: the page, and a short stream of four
+events), and loaded by clients/sse_client.py, a subprocess pinned to the second CPU. While the
+client runs, this process samples the server's process group every SAMPLE_STEP seconds: PSS and
+RSS (system/resources.py), threads and open descriptors (/proc/PID/task and fd, system/processes.py
+group_counts), and the latency of a fresh short request (GET /, a new connection, PROBE_TIMEOUT at
+most; it runs on neither pinned CPU's load alone, so it measures the server's attention).
+
+Phases:
+- `hold`: STREAMS streams at once (the client opens them 100 at a time), one 64-byte event every
+  100 ms each, for HOLD_SECONDS; `hold-10k` the same with 10,000 streams, for the event loops.
+- `slow`: SLOW_READERS clients that read 4 KiB every 100 ms through a 4 KiB receive buffer, from
+  streams of 16 KiB events every 10 ms (1.6 MB/s each, 40 times what they read): the server's
+  memory over time says whether it buffers what they do not take (no backpressure) or waits.
+- `stop`: STOP_STREAMS streams; STOP_AFTER seconds after they are open, the design's graceful
+  stop signal (as the harness always stops it); how long until its process group is gone
+  (STOP_CAP at most, then SIGKILL, recorded), and how each client's stream ended.
+
+The record (results/streaming.json, `"suite": "streaming"`) is written in one atomic write; a
+design that fails to start or to answer is recorded as failed and the others go on (exit 1).
+Exit codes: 0 every design measured; 1 one or more failed; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.clients import probe, verify
+from harness.model.catalogue import Catalogue, Design, UnknownNameError
+from harness.model.paths import REPO_ROOT
+from harness.model.records import write_json_atomic
+from harness.system import environment, launcher, open_files, processes
+from harness.system.resources import sample_group
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+CLIENT = Path(__file__).resolve().parents[1] / "clients" / "sse_client.py"
+RECORD_NAME = "streaming.json"
+LOG_DIR = REPO_ROOT / "build" / "streaming-logs"
+SAMPLE_STEP = 0.5  # seconds between two samples of the server (memory, threads, a fresh request)
+PROBE_TIMEOUT = 2.0  # a fresh request not answered within this counts as failed
+MIB = 2**20
+EVENT_LOOPS = ("sse-asyncio-streams", "sse-asyncio-no-drain", "sse-uvicorn", "sse-granian")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One measurement applied to each of its designs."""
+
+    name: str
+    streams: int
+    seconds: float  # each stream's duration (the query's duration=)
+    interval: float = 0.1
+    event_bytes: int = 64
+    slow_readers: int = 0
+    stop_after: float | None = None  # seconds after the streams are open: send the stop signal
+    designs: tuple[str, ...] | None = None  # None: every stream design
+
+    def path(self) -> str:
+        return f"/events?interval={self.interval:g}&duration={self.seconds:g}&size={self.event_bytes}"
+
+
+SLOW_PATH = "/events?interval=0.01&duration={seconds:g}&size=16384"
+STOP_CAP = 25.0  # seconds a stop may take before SIGKILL
+PHASES = [
+    Phase("hold", streams=1000, seconds=15),
+    Phase("hold-10k", streams=10_000, seconds=15, designs=EVENT_LOOPS),
+    Phase("slow", streams=0, seconds=10, slow_readers=20),
+    Phase("stop", streams=100, seconds=15, stop_after=3),
+]
+QUICK_PHASES = [
+    Phase("hold", streams=100, seconds=3),
+    Phase("hold-10k", streams=500, seconds=3, designs=EVENT_LOOPS),
+    Phase("slow", streams=0, seconds=3, slow_readers=5),
+    Phase("stop", streams=20, seconds=6, stop_after=1.5),
+]
+
+
+class BadInputError(ValueError):
+    """Input refused before anything starts (exit 2)."""
+
+
+def stream_designs(catalogue: Catalogue, names: list[str] | None) -> list[Design]:
+    designs = [design for design in catalogue.designs.values() if design.kind == "stream"]
+    if names:
+        unknown = [name for name in names if name not in {design.name for design in designs}]
+        if unknown:
+            raise BadInputError(f"not stream designs: {', '.join(unknown)}; stream designs: "
+                                f"{', '.join(design.name for design in designs)}")
+        designs = [design for design in designs if design.name in names]
+    return designs
+
+
+def fresh_request_ms(host: str, port: int) -> float | None:
+    """Milliseconds for a fresh GET / (a new connection) to be answered; None if it failed or took too long."""
+    started = time.monotonic()
+    try:
+        response = probe.get(host, port, timeout=PROBE_TIMEOUT)
+    except (OSError, ValueError):
+        return None
+    return round((time.monotonic() - started) * 1000, 2) if response.status == 200 else None
+
+
+def client_command(phase: Phase, port: int) -> list[str]:
+    # Streams end after `seconds`; a little more for opening them (or for a stop that waits for them). Streams
+    # still open then count as open: a thread pool serves 16 at a time, and nothing waits for the rest.
+    # Slow readers read until the timeout: their streams' duration, and two seconds more.
+    timeout = phase.seconds + (2 if not phase.streams else 10 + phase.streams / 1000)
+    return [sys.executable, str(CLIENT), "--port", str(port), "--streams", str(phase.streams),
+            "--path", phase.path(), "--interval", f"{phase.interval:g}", "--timeout", f"{timeout:g}",
+            "--slow", str(phase.slow_readers), "--slow-path", SLOW_PATH.format(seconds=phase.seconds),
+            "--slow-rcvbuf", "4096", "--slow-read-bytes", "4096", "--slow-read-every", "0.1"]
+
+
+class ClientRun:
+    """The client in a thread (processes.run_tool keeps it in its own group, with a hard timeout)."""
+
+    def __init__(self, command: list[str], timeout: float, cpu: str | None) -> None:
+        self.command, self.timeout, self.cpu = command, timeout, cpu
+        self.result: dict[str, Any] | None = None
+        self.error = ""
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        completed = processes.run_tool(self.command, self.timeout, cpu=self.cpu)
+        try:
+            self.result = json.loads(completed.stdout)
+        except ValueError:
+            self.error = f"exit {completed.returncode}: {completed.stderr[-500:]}"
+
+
+def sample(pgid: int, host: str, port: int, started: float) -> dict[str, Any]:
+    group = sample_group(pgid)
+    fds, threads = processes.group_counts(pgid)
+    return {"t": round(time.monotonic() - started, 2), "pss_mib": None if group.pss_bytes is None
+            else round(group.pss_bytes / MIB, 1), "rss_mib": round(group.rss_bytes / MIB, 1),
+            "threads": threads, "fds": fds, "processes": group.processes,
+            "fresh_ms": fresh_request_ms(host, port)}
+
+
+def wait_until_gone(server: processes.RunningServer, cap: float) -> float | None:
+    """Seconds until the server's whole process group has exited; None when it was still there after cap."""
+    started = time.monotonic()
+    while time.monotonic() - started < cap:
+        server.process.poll()
+        if sample_group(server.process.pid).processes == 0:
+            return round(time.monotonic() - started, 2)
+        time.sleep(0.05)
+    return None
+
+
+def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None]) -> dict[str, Any]:
+    """One design under one phase: the samples over time, the client's counts, and for `stop` the stop."""
+    port = processes.free_port()
+    row: dict[str, Any] = {"design": design.name, "phase": phase.name}
+    with launcher.running_design(design, port, 0.0, LOG_DIR / design.name, cpu=pinning["server"],
+                                 stop_grace=STOP_CAP) as server:
+        row["server_command"] = server.command
+        problems = verify.verify(design, server.host, server.port).problems
+        if problems:
+            return {**row, "status": "failed", "problems": problems}
+        started = time.monotonic()
+        samples = [sample(server.process.pid, server.host, server.port, started)]
+        command = client_command(phase, port)
+        client = ClientRun(command, phase.seconds + STOP_CAP + 60, pinning["load"])  # a hard cap: the client ends first
+        row["load_command"] = processes.pinned(command, pinning["load"])
+        client.thread.start()
+        stop_sent: float | None = None
+        while client.thread.is_alive():
+            time.sleep(SAMPLE_STEP)
+            if not server.alive() or (stop_sent is not None):
+                continue
+            samples.append(sample(server.process.pid, server.host, server.port, started))
+            # Open: the server holds a descriptor per stream (or ten seconds passed: some were refused).
+            opened = samples[-1]["fds"] >= phase.streams or time.monotonic() - started >= (phase.stop_after or 0) + 10
+            if phase.stop_after is not None and opened and time.monotonic() - started >= phase.stop_after:
+                stop_sent = time.monotonic()
+                processes.send_stop_signal(server.process, design.stop_signal, not design.stop_main_process_only)
+                row["stop_seconds"] = wait_until_gone(server, STOP_CAP)
+                row["stop_sent_after_open_seconds"] = round(stop_sent - started, 2)
+        client.thread.join()
+        row["server_alive_at_end"] = server.alive()
+    row["server_exit_code"] = server.exit_code
+    if client.result is None:
+        return {**row, "status": "failed", "problems": [f"the client failed: {client.error}"], "samples": samples}
+    result = client.result
+    if stop_sent is not None:
+        result["ended_after_stop_seconds"] = {key: None if value is None else round(value - stop_sent, 2)
+                                             for key, value in result.pop("ended_monotonic").items()}
+    return {**row, "status": "ok", "samples": samples, "client": result, **summary(samples, result, phase)}
+
+
+def summary(samples: list[dict[str, Any]], client: dict[str, Any], phase: Phase) -> dict[str, Any]:
+    """The figures a table shows: peaks over the samples, and what the client saw."""
+    measured = [item for item in samples if item["fds"]]
+    fresh = [item["fresh_ms"] for item in measured[1:] if item["fresh_ms"] is not None]
+    failed = sum(1 for item in measured[1:] if item["fresh_ms"] is None)
+    memory = [item["pss_mib"] if item["pss_mib"] is not None else item["rss_mib"] for item in measured]
+    expected = client["streams_connected"] * round(phase.seconds / phase.interval) if phase.streams else 0
+    return {
+        "baseline_pss_mib": memory[0] if memory else None,
+        "peak_pss_mib": max(memory) if memory else None,
+        "peak_threads": max((item["threads"] for item in measured), default=None),
+        "peak_fds": max((item["fds"] for item in measured), default=None),
+        "fresh_ms_median": round(statistics.median(fresh), 1) if fresh else None,
+        "fresh_ms_max": round(max(fresh), 1) if fresh else None,
+        "fresh_failed": failed, "fresh_asked": len(measured) - 1,
+        "events_expected": expected,
+        "client_cpu_share": round(client["client_cpu_seconds"] / client["client_wall_seconds"], 2)
+        if client["client_wall_seconds"] else None,
+    }
+
+
+def measure(catalogue: Catalogue, names: list[str] | None, quick: bool) -> dict[str, Any]:
+    designs = stream_designs(catalogue, names)
+    phases = QUICK_PHASES if quick else PHASES
+    open_files.raise_open_files_limit(2 * max(phase.streams for phase in phases) + 100, "streams (both ends)")
+    pinning = processes.cpu_pinning()
+    record: dict[str, Any] = {"suite": "streaming", "quick": quick, "started_utc": environment.utc_now(),
+                              "phases": [phase.__dict__ | {"path": phase.path()} for phase in phases],
+                              "slow_path": SLOW_PATH, "stop_cap_seconds": STOP_CAP, "rows": []}
+    for phase in phases:
+        for design in designs:
+            if phase.designs is not None and design.name not in phase.designs:
+                continue
+            print(f"[streaming] {phase.name}: {design.name}", file=sys.stderr, flush=True)
+            try:
+                row = measure_design(design, phase, pinning)
+            except processes.ServerStartError as error:
+                row = {"design": design.name, "phase": phase.name, "status": "failed",
+                       "problems": [f"did not start: {error}"]}
+            record["rows"].append(row)
+    record["finished_utc"] = environment.utc_now()
+    record["environment"] = environment.describe_machine(pinning, {})
+    return record
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`bench.py streaming`: the suite's command line."""
+    parser.add_argument("--quick", action="store_true", help="small phases, a few seconds each (not for results/)")
+    parser.add_argument("--design", action="append", help="only this stream design (repeatable)")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build",
+                        help=f"directory for {RECORD_NAME} (default build/; the site's record is in results/)")
+
+
+def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Measure, write the record atomically, print a summary line per row; the exit code (module header)."""
+    try:
+        record = measure(catalogue, args.design, args.quick)
+    except (BadInputError, UnknownNameError, open_files.OpenFilesLimitError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    output = (args.out / RECORD_NAME).resolve()
+    write_json_atomic(output, record)
+    for row in record["rows"]:
+        shown = {key: row.get(key) for key in ("phase", "design", "status", "peak_pss_mib", "peak_threads",
+                                               "peak_fds", "fresh_ms_median", "fresh_failed", "stop_seconds")}
+        if row.get("client"):
+            shown |= {key: row["client"][key] for key in ("streams_with_events", "events", "outcomes")}
+        print(json.dumps(shown))
+    print(f"record: {output}")
+    return EXIT_OK if all(row["status"] == "ok" for row in record["rows"]) else EXIT_FAILED
