@@ -65,10 +65,12 @@ class StreamCounter(asyncio.Protocol):
         self.sent_at = 0.0
         self.ended_at: float | None = None
         self.outcome = "open"
+        self.transport: asyncio.BaseTransport | None = None
         self.done = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.sent_at = time.monotonic()
+        self.transport = transport
         transport.write(self.request)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
@@ -88,6 +90,10 @@ class StreamCounter(asyncio.Protocol):
             self.totals[0] += counted
             self.max_lag = max(self.max_lag, now - (self.sent_at + (self.events - 1) * self.interval))
         self.tail = (self.tail + data)[-TAIL_BYTES:]
+        if self.chunked and self.tail.endswith(LAST_CHUNK):
+            self._end(None)  # the body is complete: a server that keeps the connection need not close it for us
+            if self.transport is not None:
+                self.transport.close()
 
     def eof_received(self) -> bool:
         self._end(None)
@@ -249,9 +255,9 @@ def verify_stream(host: str, port: int) -> list[str]:
 
 
 def read_all(conn: socket.socket, deadline: float) -> bytes:
-    """Everything until the server closes (or the deadline)."""
+    """One answer: until the server closes, its Content-Length is complete or its last chunk came (or the deadline)."""
     received = b""
-    while (remaining := deadline - time.monotonic()) > 0:
+    while (remaining := deadline - time.monotonic()) > 0 and not complete(received):
         conn.settimeout(remaining)
         try:
             chunk = conn.recv(65536)
@@ -261,6 +267,17 @@ def read_all(conn: socket.socket, deadline: float) -> bytes:
             break
         received += chunk
     return received
+
+
+def complete(answer: bytes) -> bool:
+    """Whether an answer kept open by its server is whole: its Content-Length, or a chunked body's last chunk."""
+    head, found, body = answer.partition(b"\r\n\r\n")
+    if not found:
+        return False
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":", 1)[1])
+    return b"transfer-encoding: chunked" in head.lower() and body.endswith(b"\r\n" + LAST_CHUNK)
 
 
 def main(argv: list[str] | None = None) -> int:
