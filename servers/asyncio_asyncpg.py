@@ -7,8 +7,10 @@ query on it (`--query`: sleep is `SELECT pg_sleep(delay)`, the articles'
 100 ms call for real; single reads one random row of `world`; multiple reads
 MULTIPLE_ROWS rows, one query each) and gives it back. While a query is out,
 the loop runs the other coroutines: asyncpg speaks PostgreSQL's protocol on
-the loop's own sockets. The answer is the usual page; the header
-X-Query-Result says what the database returned.
+the loop's own sockets. GET /db and GET /queries ask single and
+multiple whatever --query says (TechEmpower's paths). The answer is the usual
+page; the header X-Query-Result says what the database returned, and
+X-Pool-Wait-Us how long the request waited for a free connection.
 Grows from: asyncio_streams.py (asyncio.sleep(delay) becomes a query on a
 pooled connection).
 
@@ -39,6 +41,7 @@ import random
 import re
 import signal
 import sys
+import time
 
 import asyncpg
 
@@ -57,6 +60,7 @@ POOL_SIZE = 16
 POOL_TIMEOUT = 10.0  # how long a coroutine waits for a free connection before its request is dropped
 CONNECT_TIMEOUT = 10.0  # at start, every connection of the pool must be open within this
 QUERIES = ("sleep", "single", "multiple")  # --query: what each request asks the database
+PATH_QUERIES = {"/db": "single", "/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
 WORLD_ROWS = 10_000  # rows in the world table (harness/system/postgres.py seeds it)
 MULTIPLE_ROWS = 20  # rows read by --query multiple, one query each
 # The driver's errors: the server's (a failed query) and the client library's (a connection lost mid-query).
@@ -98,9 +102,9 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
                 method, path = parse_request_head(await read_request_head(reader))
             if method != "GET":
                 raise RequestError(405)
-            result = await run_query(pool, query, delay)  # the real database call: only this coroutine waits
+            result, waited = await run_query(pool, PATH_QUERIES.get(path, query), delay)  # only this coroutine waits
             simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
-            response = add_header(build_page_response(path), "X-Query-Result", result)
+            response = add_headers(build_page_response(path), {"X-Query-Result": result, "X-Pool-Wait-Us": f"{waited}"})
         except RequestError as error:
             response = build_refusal(error.status)
         writer.write(response)
@@ -116,19 +120,22 @@ async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWri
 
 
 # --8<-- [start:query]
-async def run_query(pool: asyncpg.Pool, query: str, delay: float) -> str:
-    """The request's database call on a borrowed connection; what the database returned, in a few words."""
+async def run_query(pool: asyncpg.Pool, query: str, delay: float) -> tuple[str, int]:
+    """The request's database call on a borrowed connection: what the database returned, in a few words,
+    and how long the request waited for a connection, in microseconds (0 while one is free)."""
+    asked = time.perf_counter()
     try:
         async with pool.acquire(timeout=POOL_TIMEOUT) as db:  # a free connection, or wait for one; given back after
+            waited_us = round((time.perf_counter() - asked) * 1e6)  # the pool's queue, not the query
             if query == "sleep":
                 await db.execute("SELECT pg_sleep($1)", delay)  # the database waits; this coroutine awaits its answer
-                return f"pg_sleep {delay:g}"
+                return f"pg_sleep {delay:g}", waited_us
             ids = [random.randint(1, WORLD_ROWS) for _ in range(1 if query == "single" else MULTIPLE_ROWS)]
             rows = [await db.fetchrow("SELECT id, randomnumber FROM world WHERE id = $1", row_id) for row_id in ids]
     except DATABASE_ERRORS as error:  # the query failed: this request is lost, like one whose client left
         print(f"database error, request dropped: {error}", file=sys.stderr, flush=True)
         raise ConnectionAbortedError("the database call failed") from error
-    return " ".join(f"{row['id']}={row['randomnumber']}" for row in rows)
+    return " ".join(f"{row['id']}={row['randomnumber']}" for row in rows), waited_us
 # --8<-- [end:query]
 
 
@@ -218,10 +225,11 @@ def build_page_response(path: str) -> bytes:
     return build_response(200, BODY, "text/html; charset=utf-8")
 
 
-def add_header(response: bytes, name: str, value: str) -> bytes:
-    """The response with one more header line, after the others."""
+def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
+    """The response with more header lines, after the others."""
     head, _, body = response.partition(b"\r\n\r\n")
-    return head + f"\r\n{name}: {value}".encode("ascii") + b"\r\n\r\n" + body
+    lines = "".join(f"\r\n{name}: {value}" for name, value in headers.items())
+    return head + lines.encode("ascii") + b"\r\n\r\n" + body
 
 
 def build_refusal(status: int) -> bytes:

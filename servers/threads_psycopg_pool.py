@@ -5,9 +5,10 @@ real. The THREADS pool threads answer as before; each borrows a connection
 from a psycopg_pool.ConnectionPool of POOL_SIZE connections, opened at start,
 runs the request's query on it (`--query`: sleep is `SELECT pg_sleep(delay)`,
 the articles' 100 ms call for real; single reads one random row of `world`;
-multiple reads MULTIPLE_ROWS rows, one query each) and gives it back. The
-answer is the usual page; the header X-Query-Result says what the database
-returned.
+multiple reads MULTIPLE_ROWS rows, one query each) and gives it back. GET /db and GET /queries ask single and multiple
+whatever --query says (TechEmpower's paths). The answer is the usual page; the
+header X-Query-Result says what the database returned, and X-Pool-Wait-Us how
+long the request waited for a free connection.
 Grows from: thread_pool_executor.py (time.sleep(delay) becomes a query on a
 pooled connection).
 
@@ -65,6 +66,7 @@ POOL_SIZE = 16
 POOL_TIMEOUT = 10.0  # how long a thread waits for a free connection before its request is dropped
 CONNECT_TIMEOUT = 10.0  # at start, every connection of the pool must be open within this
 QUERIES = ("sleep", "single", "multiple")  # --query: what each request asks the database
+PATH_QUERIES = {"/db": "single", "/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
 WORLD_ROWS = 10_000  # rows in the world table (harness/system/postgres.py seeds it)
 MULTIPLE_ROWS = 20  # rows read by --query multiple, one query each
 BODY = b"""<!doctype html>
@@ -100,9 +102,9 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int, pool: Conne
             method, path = parse_request_head(read_request_head(conn))
             if method != "GET":
                 raise RequestError(405)
-            result = run_query(pool, query, delay)  # the real database call: only this thread waits
+            result, waited = run_query(pool, PATH_QUERIES.get(path, query), delay)  # only this thread waits
             simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-            response = add_header(build_page_response(path), "X-Query-Result", result)
+            response = add_headers(build_page_response(path), {"X-Query-Result": result, "X-Pool-Wait-Us": f"{waited}"})
         except RequestError as error:
             response = build_refusal(error.status)
         conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
@@ -115,20 +117,23 @@ def handle_request(conn: socket.socket, delay: float, cpu_work: int, pool: Conne
 
 
 # --8<-- [start:query]
-def run_query(pool: ConnectionPool, query: str, delay: float) -> str:
-    """The request's database call on a borrowed connection; what the database returned, in a few words."""
+def run_query(pool: ConnectionPool, query: str, delay: float) -> tuple[str, int]:
+    """The request's database call on a borrowed connection: what the database returned, in a few words,
+    and how long the request waited for a connection, in microseconds (0 while one is free)."""
+    asked = time.perf_counter()
     try:
         with pool.connection() as db:  # a free connection, or wait for one (POOL_TIMEOUT); given back after
+            waited_us = round((time.perf_counter() - asked) * 1e6)  # the pool's queue, not the query
             if query == "sleep":
                 db.execute("SELECT pg_sleep(%s)", (delay,))  # the database waits; this thread waits for its answer
-                return f"pg_sleep {delay:g}"
+                return f"pg_sleep {delay:g}", waited_us
             ids = [random.randint(1, WORLD_ROWS) for _ in range(1 if query == "single" else MULTIPLE_ROWS)]
             rows = [db.execute("SELECT id, randomnumber FROM world WHERE id = %s", (row_id,)).fetchone()
                     for row_id in ids]
     except psycopg.Error as error:  # failed, or no connection came: this request is lost, like a client that left
         print(f"database error, request dropped: {error}", file=sys.stderr, flush=True)
         raise ConnectionAbortedError("the database call failed") from error
-    return " ".join(f"{row_id}={number}" for row_id, number in rows)
+    return " ".join(f"{row_id}={number}" for row_id, number in rows), waited_us
 # --8<-- [end:query]
 
 
@@ -186,10 +191,11 @@ def build_page_response(path: str) -> bytes:
     return build_response(200, BODY, "text/html; charset=utf-8")
 
 
-def add_header(response: bytes, name: str, value: str) -> bytes:
-    """The response with one more header line, after the others."""
+def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
+    """The response with more header lines, after the others."""
     head, _, body = response.partition(b"\r\n\r\n")
-    return head + f"\r\n{name}: {value}".encode("ascii") + b"\r\n\r\n" + body
+    lines = "".join(f"\r\n{name}: {value}" for name, value in headers.items())
+    return head + lines.encode("ascii") + b"\r\n\r\n" + body
 
 
 def build_refusal(status: int) -> bytes:

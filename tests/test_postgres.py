@@ -49,8 +49,13 @@ def cluster() -> Iterator[postgres.ScratchCluster]:
     assert not running.directory.exists(), "the scratch directory was left behind"
 
 
-def test_the_designs_that_need_a_database_are_the_two_of_issue_21() -> None:
-    assert sorted(design.name for design in DATABASE_DESIGNS) == ["asyncio-asyncpg", "threads-psycopg-pool"]
+POOLED = {"threads-psycopg-pool", "asyncio-asyncpg", "asyncio-psycopg-pool", "gunicorn-gthread-psycopg",
+          "uvicorn-asyncpg", "granian-asyncpg"}  # the designs that answer X-Pool-Wait-Us; the others connect per client
+
+
+def test_the_designs_that_need_a_database_are_those_of_issue_21() -> None:
+    assert sorted(design.name for design in DATABASE_DESIGNS) == sorted(
+        [*POOLED, "thread-per-connection-psycopg", "gevent-psycopg"])
 
 
 def test_the_seed_is_techempowers_tables(cluster: postgres.ScratchCluster) -> None:
@@ -69,18 +74,20 @@ def test_the_server_listens_on_loopback_with_the_settings_we_state(cluster: post
 @pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
 def test_one_request_to_each_design_runs_a_real_query(design: Design, cluster: postgres.ScratchCluster,
                                                       tmp_path: Path) -> None:
-    """The answer is the page, and X-Query-Result says what PostgreSQL returned; a single row matches the table."""
-    port = processes.free_port()
-    with launcher.running_design(design, port, 0.0, tmp_path, database=cluster.dsn) as server:
+    """The answer is the page, and X-Query-Result says what PostgreSQL returned: pg_sleep at /, one row of `world`
+    at /db, twenty at /queries (TechEmpower's paths), each row as the table holds it; a pooled design also says
+    how long the request waited for a connection (X-Pool-Wait-Us, whole microseconds)."""
+    with launcher.running_design(design, processes.free_port(), 0.0, tmp_path, database=cluster.dsn) as server:
         page = probe.get(server.host, server.port)
+        answers = {path: probe.get(server.host, server.port, path) for path in ("/db", "/queries")}
     assert probe.http_problems(page) == []
     assert page.headers["x-query-result"] == "pg_sleep 0"
-    for query, rows in (("single", 1), ("multiple", 20)):
-        with launcher.running_design(design, port, 0.0, tmp_path / query, database=cluster.dsn,
-                                     extra_arguments=["--query", query]) as server:  # argparse: the last one wins
-            answer = probe.get(server.host, server.port)
-        pairs = [pair.split("=") for pair in answer.headers["x-query-result"].split()]
-        assert answer.status == 200 and len(pairs) == rows
+    assert ("x-pool-wait-us" in page.headers) == (design.name in POOLED)
+    if design.name in POOLED:
+        assert int(page.headers["x-pool-wait-us"]) >= 0
+    for path, rows in (("/db", 1), ("/queries", 20)):
+        pairs = [pair.split("=") for pair in answers[path].headers["x-query-result"].split()]
+        assert answers[path].status == 200 and len(pairs) == rows
         for row_id, number in pairs:
             assert cluster.query(f"SELECT randomnumber FROM world WHERE id = {int(row_id)}") == number
 
@@ -88,7 +95,8 @@ def test_one_request_to_each_design_runs_a_real_query(design: Design, cluster: p
 @pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
 def test_ten_clients_wait_for_pg_sleep_together(design: Design, cluster: postgres.ScratchCluster,
                                                 tmp_path: Path) -> None:
-    """The pool's 16 connections let ten 0.3 s database sleeps overlap: together well under ten times 0.3 s."""
+    """Ten 0.3 s database sleeps overlap (16 pooled connections, or one per client; under gevent too, as psycopg
+    3.1.14+ waits through the patched select): together well under ten times 0.3 s."""
     with launcher.running_design(design, processes.free_port(), 0.3, tmp_path, database=cluster.dsn) as server:
         started_at = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(10) as clients:
@@ -96,6 +104,48 @@ def test_ten_clients_wait_for_pg_sleep_together(design: Design, cluster: postgre
         elapsed = time.monotonic() - started_at
     assert [answer.headers["x-query-result"] for answer in answers] == ["pg_sleep 0.3"] * 10
     assert 0.3 <= elapsed < 1.2, f"ten 0.3 s queries took {elapsed:.2f} s"
+
+
+@pytest.mark.parametrize("name", ["asyncio-asyncpg", "thread-per-connection-psycopg"])
+def test_a_database_that_is_not_running_stops_the_design_at_start_with_the_reason(name: str, tmp_path: Path) -> None:
+    """Nothing listens at the DSN: the design exits at start, naming the DSN and the refusal; nothing hangs."""
+    dsn = f"postgresql://{postgres.ROLE}@127.0.0.1:{processes.free_port()}/{postgres.DATABASE}"
+    with pytest.raises(processes.ServerStartError) as failure:
+        with launcher.running_design(CATALOGUE.design(name), processes.free_port(), 0.0, tmp_path, database=dsn):
+            pass
+    assert dsn in failure.value.stderr_tail and "refused" in failure.value.stderr_tail.lower()
+
+
+def test_a_pool_larger_than_the_connections_allowed_stops_the_design_with_postgresqls_reason(
+        cluster: postgres.ScratchCluster, tmp_path: Path) -> None:
+    """Out of connections: a role allowed three asks for five, and the design exits at start in PostgreSQL's words.
+
+    A role of its own with a CONNECTION LIMIT, not the whole max_connections: the same refusal, without opening
+    two hundred backends on a shared machine (the superuser `bench` is exempt from role limits).
+    """
+    cluster.query("DROP ROLE IF EXISTS limited; CREATE ROLE limited LOGIN CONNECTION LIMIT 3;")
+    dsn = f"postgresql://limited@{cluster.host}:{cluster.port}/{postgres.DATABASE}"
+    with pytest.raises(processes.ServerStartError) as failure:
+        with launcher.running_design(CATALOGUE.design("asyncio-asyncpg"), processes.free_port(), 0.0, tmp_path,
+                                     database=dsn, extra_arguments=["--pool-size", "5"]):
+            pass
+    assert "cannot open 5 connections" in failure.value.stderr_tail
+    assert "too many connections" in failure.value.stderr_tail
+
+
+def test_wrk_summarises_the_wait_for_a_connection(cluster: postgres.ScratchCluster, tmp_path: Path) -> None:
+    """header_statistic: twenty clients on a pool of two, each query 50 ms: most answers waited for a connection."""
+    from harness.clients.tools import require_tool
+    wrk = require_tool("wrk")
+    with launcher.running_design(CATALOGUE.design("asyncio-asyncpg"), processes.free_port(), 0.05, tmp_path,
+                                 database=cluster.dsn, extra_arguments=["--pool-size", "2"]) as server:
+        run = wrk.run(f"http://{server.host}:{server.port}/", 20, {"time_limit": 1, "timeout": 10,
+                                                                     "header_statistic": "X-Pool-Wait-Us"},
+                      tmp_path / "wrk", None)
+    statistic = run["header_statistic"]
+    assert run["error"] is None and statistic["header"] == "X-Pool-Wait-Us"
+    assert statistic["count"] == run["complete"] > 0 and statistic["missing"] == 0
+    assert statistic["p50"] >= 100_000  # twenty clients, two connections, 50 ms each: most wait several rounds
 
 
 def test_a_design_started_without_a_database_is_refused_by_name(tmp_path: Path) -> None:
@@ -148,3 +198,13 @@ def test_a_server_that_dies_while_starting_shows_its_log() -> None:
                 pass
     finally:
         shutil.rmtree(fake_bin)
+
+
+def test_the_gevent_file_is_the_thread_per_connection_file_plus_monkey_patching() -> None:
+    """After their docstrings, gevent_psycopg.py is thread_per_connection_psycopg.py and two lines (the page says so)."""
+    from test_keep_alive_designs import differing_lines
+    assert differing_lines("servers/thread_per_connection_psycopg.py", "servers/gevent_psycopg.py",
+                           code_only=True) == [
+        "+ from gevent import monkey  # first, before any other import, so every later one gets the patched modules",
+        "+ monkey.patch_all()  # socket, time.sleep, threading, select... now switch greenlets instead of blocking",
+    ]

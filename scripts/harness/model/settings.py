@@ -111,6 +111,9 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
     Setting("interleave", "string", HARNESS),  # measured round robin with the scenarios of the same name (suites/interleave.py)
     Setting("database", "boolean", HARNESS),  # start a scratch PostgreSQL for the run (system/postgres.py)
+    Setting("path", "string", HARNESS),  # the URL path the tool asks for (default "/"): "/db" picks a database query
+    Setting("server_arguments", "list of strings", HARNESS),  # appended to every design's command: ["--pool-size", "5"]
+    Setting("header_statistic", "string", TOOL),  # wrk: a response header's numbers, summarised (X-Pool-Wait-Us)
     Setting("rate", "number, or a list of numbers", TOOL),
     Setting("schedule_seconds", "number", TOOL),
     Setting("timeline", "boolean", TOOL),
@@ -129,7 +132,8 @@ TOOL_READS: dict[str, frozenset[str]] = {  # load tool -> the settings it reads 
     # not keep_alive: our HTTP client always closes
     "http-client": frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds", "timeline",
                               "client_timeout"}),
-    "wrk": frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth"}),
+    "wrk": frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth",
+                      "header_statistic"}),
 }
 
 

@@ -111,7 +111,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     try:
         with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
                                      work=settings.get("work", 0), python=settings.get("python"),
-                                     database=database) as server, \
+                                     database=database,
+                                     extra_arguments=settings.get("server_arguments") or []) as server, \
                 contextlib.ExitStack() as front:
             commands = {"server_command": server.command}
             target = server
@@ -133,7 +134,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                              server.stderr_tail(), status="refused" if verification.refused else "failed")
                 return
             outcome.verified = verification.proven
-            url = f"http://{target.host}:{target.port}/"
+            url = f"http://{target.host}:{target.port}{settings.get('path', '/')}"
             for label, concurrency, overrides in plan.levels(settings):
                 level_settings = {**settings, **overrides}
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued

@@ -50,6 +50,9 @@ from harness.system import processes
 REPORT_SCRIPT = Path(__file__).with_name("wrk_report.lua")
 PIPELINE_SCRIPT = Path(__file__).with_name("wrk_pipeline.lua")  # pipeline_depth > 1: batches of requests
 REPORT_MARKER = "wrk_report.lua: json follows"  # printed by wrk_report.lua right before its JSON line
+# `header_statistic`: wrk_header_report.lua also summarises one response header (X-Pool-Wait-Us) after the report.
+HEADER_SCRIPT = Path(__file__).with_name("wrk_header_report.lua")
+HEADER_MARKER = "wrk_header_report.lua: json follows"
 DEFAULT_TIMEOUT_S = 20  # the same per-request timeout as hey's default
 THREADS = 1
 FAILED_KINDS = ("connect", "read", "write", "timeout")
@@ -65,6 +68,15 @@ def parse_report(stdout: str) -> dict[str, Any]:
         raise ValueError("wrk_report.lua's marker has no JSON line after it")
     report: dict[str, Any] = json.loads(lines[position + 1])
     return report
+
+
+def parse_header_statistic(stdout: str) -> dict[str, Any]:
+    """The JSON line that follows wrk_header_report.lua's marker: the header's count, mean, percentiles, max."""
+    lines = stdout.splitlines()
+    if HEADER_MARKER not in lines or lines.index(HEADER_MARKER) + 1 >= len(lines):
+        raise ValueError("wrk printed no header statistic from wrk_header_report.lua")
+    statistic: dict[str, Any] = json.loads(lines[lines.index(HEADER_MARKER) + 1])
+    return statistic
 
 
 def parse_run(stdout: str) -> dict[str, Any]:
@@ -115,6 +127,8 @@ class Wrk:
         depth = int(settings.get("pipeline_depth") or 1)
         if depth > 1:  # wrk hands what follows `--` to the script's init()
             return command + ["-s", str(PIPELINE_SCRIPT), url, "--", str(depth), str(concurrency)]
+        if settings.get("header_statistic"):  # the header's name reaches every wrk thread's Lua through the environment
+            return ["env", f"WRK_HEADER={settings['header_statistic']}", *command, "-s", str(HEADER_SCRIPT), url]
         return command + ["-s", str(REPORT_SCRIPT), url]
 
     def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
@@ -141,6 +155,8 @@ class Wrk:
         try:
             record.update(parse_run(completed.stdout))
             record["error"] = None
+            if settings.get("header_statistic"):  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}
+                record["header_statistic"] = parse_header_statistic(completed.stdout)
             depth = int(settings.get("pipeline_depth") or 1)
             if depth > 1 and record["latency_ms"] is not None:  # timed per batch, not per request
                 record["latency_per_batch_of"] = depth

@@ -1,0 +1,319 @@
+"""Thread per connection with PostgreSQL: each connection's thread opens its own database connection (psycopg 3).
+
+The model: thread_per_connection.py, with the simulated database call made
+real and no pool: the thread that answers a client connects to PostgreSQL
+itself, runs the request's query (`--query`: sleep is `SELECT pg_sleep(delay)`,
+the articles' 100 ms call for real; single reads one random row of `world`;
+multiple reads MULTIPLE_ROWS rows, one query each; GET /db and GET /queries
+ask single and multiple whatever --query says) and closes that connection with
+the client's. One thread, one database connection: the simplest thing that
+works, and every request pays for a new connection (a TCP handshake, the
+start-up exchange, and a new PostgreSQL backend process). The answer is the
+usual page; the header X-Query-Result says what the database returned.
+Grows from: thread_per_connection.py (time.sleep(delay) becomes a connection
+of its own and a query on it). gevent_psycopg.py is this file with gevent's
+monkey-patching on top (a test keeps the two identical but for those lines).
+
+Run:   python servers/thread_per_connection_psycopg.py --dsn postgresql://bench@127.0.0.1:5432/bench
+       [--query sleep] [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
+       (or set DATABASE_URL; python scripts/bench.py serve thread-per-connection-psycopg starts a scratch PostgreSQL)
+Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+
+Known limits, on purpose: one thread and one PostgreSQL connection (a backend
+process) per client, uncapped: more clients than the server's max_connections
+and the extra ones fail ("too many clients already"), their requests dropped.
+A request whose query fails gets no answer: its connection is closed and the
+error printed, as for a client lost mid-answer. --delay is for sleep alone.
+On stop, threads still running after SHUTDOWN_GRACE are abandoned, not joined.
+Threads overlap waiting, not computing: with --work, the GIL lets one thread
+at a time run Python code.
+Not on purpose, and handled: requests that arrive in pieces, oversized heads
+(431), malformed request lines (400), silent or trickling
+clients (HEAD_TIMEOUT for the whole head), and clients
+that send more than we read (we half-close and drain instead of resetting).
+"""
+
+import argparse
+import errno
+import email.utils
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+
+import psycopg
+
+HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
+PORT = 8000
+DELAY = 0.1  # seconds of database sleep per request (--query sleep: SELECT pg_sleep(DELAY))
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
+BACKLOG = 128  # pending connections the kernel queues for us
+MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
+HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
+SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
+DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
+POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
+SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
+CONNECT_TIMEOUT = 10  # seconds a thread waits for its own database connection (libpq takes whole seconds)
+QUERIES = ("sleep", "single", "multiple")  # --query: what each request asks the database
+PATH_QUERIES = {"/db": "single", "/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
+WORLD_ROWS = 10_000  # rows in the world table (harness/system/postgres.py seeds it)
+MULTIPLE_ROWS = 20  # rows read by --query multiple, one query each
+BODY = b"""<!doctype html>
+<html>
+  <head><title>Many clients at once</title></head>
+  <body><h1>Hello from a Python server</h1></body>
+</html>
+"""
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
+
+
+# --8<-- [start:model]
+def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool], dsn: str,
+                  query: str) -> None:
+    """Accept connections and answer each in its own thread until asked to stop."""
+    handlers: list[threading.Thread] = []  # only this thread touches the list: no lock needed
+    listener.settimeout(POLL_INTERVAL)
+    while not stopping:
+        if (conn := accept_or_wait(listener)) is None:
+            continue  # no client within POLL_INTERVAL, or no file descriptor free for a moment
+        handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
+        handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work, dsn, query),
+                                   daemon=True)
+        if start_or_refuse(handler, conn):  # started: the accept loop goes straight back to accept()
+            handlers.append(handler)
+    stop_handlers(listener, handlers)
+
+
+def handle_request(conn: socket.socket, delay: float, cpu_work: int, dsn: str, query: str) -> None:
+    """Answer one connection completely, then close it."""
+    try:
+        try:
+            method, path = parse_request_head(read_request_head(conn))
+            if method != "GET":
+                raise RequestError(405)
+            result = run_query(dsn, PATH_QUERIES.get(path, query), delay)  # connect, query: only this thread waits
+            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+            response = add_headers(build_page_response(path), {"X-Query-Result": result})
+        except RequestError as error:
+            response = build_refusal(error.status)
+        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+        conn.sendall(response)
+    except OSError:
+        pass  # timeout, reset or early close: this client is lost, the server goes on
+    finally:
+        close_gracefully(conn)
+# --8<-- [end:model]
+
+
+# --8<-- [start:query]
+def run_query(dsn: str, query: str, delay: float) -> str:
+    """The request's database call on a connection of its own; what the database returned, in a few words."""
+    try:
+        # autocommit: each SELECT is its own transaction, with no BEGIN and COMMIT round trips around it.
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as db:  # closed after
+            if query == "sleep":
+                db.execute("SELECT pg_sleep(%s)", (delay,))  # the database waits; this thread waits for its answer
+                return f"pg_sleep {delay:g}"
+            ids = [random.randint(1, WORLD_ROWS) for _ in range(1 if query == "single" else MULTIPLE_ROWS)]
+            rows = [db.execute("SELECT id, randomnumber FROM world WHERE id = %s", (row_id,)).fetchone()
+                    for row_id in ids]
+    except psycopg.Error as error:  # refused, too many clients, or a failed query: this request is lost
+        print(f"database error, request dropped: {error}", file=sys.stderr, flush=True)
+        raise ConnectionAbortedError("the database call failed") from error
+    return " ".join(f"{row_id}={number}" for row_id, number in rows)
+# --8<-- [end:query]
+
+
+# --8<-- [start:armour]
+def start_or_refuse(handler: threading.Thread, conn: socket.socket) -> bool:
+    """Start a connection's thread; if no thread can be started, refuse that client and go on."""
+    try:
+        handler.start()
+    except RuntimeError:  # "can't start new thread": out of memory or over the thread limit
+        conn.close()  # this client is refused; the server and the clients it has go on
+        return False
+    return True
+
+
+def stop_handlers(listener: socket.socket, handlers: list[threading.Thread]) -> None:
+    """Stop accepting, then give the requests in flight SHUTDOWN_GRACE to finish.
+
+    The threads are daemons: one stuck on a client past the grace period cannot keep the process alive.
+    """
+    listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
+    for handler in handlers:
+        handler.join(max(0.0, deadline - time.monotonic()))
+# --8<-- [end:armour]
+
+
+# --8<-- [start:plumbing]
+REASONS = {200: "OK", 400: "Bad Request", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+
+
+REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP/1\.[01]")
+
+
+class RequestError(Exception):
+    """A request we refuse; carries the status code to answer with."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    """Serialise a complete HTTP/1.1 response that closes the connection."""
+    head = (
+        f"HTTP/1.1 {status} {REASONS[status]}\r\n"
+        f"Content-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
+        "Connection: close\r\n"
+        "\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def build_page_response(path: str) -> bytes:
+    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
+    if path == "/big":
+        return build_response(200, BIG_BODY, "text/plain")
+    return build_response(200, BODY, "text/html; charset=utf-8")
+
+
+def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
+    """The response with more header lines, after the others."""
+    head, _, body = response.partition(b"\r\n\r\n")
+    lines = "".join(f"\r\n{name}: {value}" for name, value in headers.items())
+    return head + lines.encode("ascii") + b"\r\n\r\n" + body
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a request we refuse: its status, in words."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode())
+
+
+def parse_request_head(head: bytes) -> tuple[str, str]:
+    """Validate a request head (without the blank line); return its method and path."""
+    request_line, *header_lines = head.split(b"\r\n")
+    match = REQUEST_LINE.fullmatch(request_line)
+    if match is None:
+        raise RequestError(400)
+    for line in header_lines:
+        name, colon, _ = line.partition(b":")
+        if not colon or not name or name != name.strip():
+            raise RequestError(400)
+    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
+
+
+def read_request_head(conn: socket.socket) -> bytes:
+    """Read until the blank line that ends the head, however the bytes arrive, within HEAD_TIMEOUT."""
+    deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head, not one per recv
+    received = b""
+    while b"\r\n\r\n" not in received:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+        conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("client closed before finishing its request")
+        received += chunk
+    head, _, _ = received.partition(b"\r\n\r\n")
+    if len(head) > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    return head
+
+
+def close_gracefully(conn: socket.socket) -> None:
+    """Half-close; drain only if the client sent more than we read, so close() sends FIN, not RST."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.setblocking(False)
+        try:
+            unread = conn.recv(1, socket.MSG_PEEK)  # look, without waiting: is anything left unread?
+        except BlockingIOError:
+            unread = b""  # nothing unread now; a client that sent only its head sends nothing more but its FIN
+        if unread:
+            # Closing with unread bytes would send RST, and the client could lose our answer:
+            # read them, and what else comes, for up to DRAIN_TIMEOUT. Not by default: waiting
+            # for the client's FIN costs a round trip per request, and nothing is at risk without unread input.
+            conn.settimeout(DRAIN_TIMEOUT)
+            deadline = time.monotonic() + DRAIN_TIMEOUT
+            while time.monotonic() < deadline and conn.recv(65536):
+                pass
+    except OSError:
+        pass  # the client is already gone; nothing left to protect
+    finally:
+        conn.close()
+
+
+def simulated_cpu_work(iterations: int) -> int:
+    """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
+    return sum(number * number % 7 for number in range(iterations))
+
+
+def accept_or_wait(listener: socket.socket) -> socket.socket | None:
+    """The next client, or None when none came within POLL_INTERVAL or no file descriptor is free.
+
+    Out of file descriptors (EMFILE, ENFILE: every open connection holds one), accept() fails
+    at once, and again on the next call: waiting a poll interval lets handlers close theirs,
+    instead of a busy loop or a crash. The client waits in the backlog meanwhile.
+    """
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        return None
+    except OSError as error:
+        if error.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        time.sleep(POLL_INTERVAL)
+        return None
+    return conn
+# --8<-- [end:plumbing]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default=HOST)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--delay", type=float, default=DELAY,
+                        help="seconds of the simulated call, made real: pg_sleep's argument (--query sleep)")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
+    parser.add_argument("--dsn", default=os.environ.get("DATABASE_URL"), help="PostgreSQL DSN (default: $DATABASE_URL)")
+    parser.add_argument("--query", choices=QUERIES, default="sleep", help="what each request asks the database")
+    args = parser.parse_args()
+    if not args.dsn:
+        parser.error("no database: give --dsn or set DATABASE_URL")
+
+    stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
+
+    def request_stop(signum: int, frame: object) -> None:
+        stopping.append(True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+
+    try:  # one connection now, so a database that is down or refuses us fails at start, not per request
+        psycopg.connect(args.dsn, connect_timeout=CONNECT_TIMEOUT).close()
+    except psycopg.Error as error:
+        sys.exit(f"cannot connect to {args.dsn}: {error}")
+    with socket.create_server((args.host, args.port), backlog=BACKLOG) as listener:
+        host, port = listener.getsockname()[:2]
+        print(f"Serving on http://{host}:{port}/ (query {args.query}, delay {args.delay} s, a database connection "
+              "per client); Ctrl-C stops", flush=True)
+        serve_forever(listener, args.delay, args.work, stopping, args.dsn, args.query)
+    # The requests in flight finished (or ran out of grace) inside serve_forever.
+    print("Stopped", flush=True)
+
+
+if __name__ == "__main__":
+    main()
