@@ -15,15 +15,22 @@
 -- interval between batches, which is exactly what wrk does for depth 1, and the statistics are
 -- computed over the whole histogram.
 
-local depth = 1
-local connections = 1
+-- Globals, not locals: wrk runs init() and request() in each thread's Lua state, but done() in its
+-- main state, which never sees init(); done() reads them from a thread (thread:get).
+pipeline_depth = 1
+pipeline_connections = 1
 local batch = nil
+local threads = {}
 
-init = function(args)
-  depth = tonumber(args[1]) or 1
-  connections = tonumber(args[2]) or 1
+setup = function(thread)  -- main state, once per thread
+  threads[#threads + 1] = thread
+end
+
+init = function(args)  -- args[0] is the URL, then what follows `--`
+  pipeline_depth = tonumber(args[1]) or 1
+  pipeline_connections = tonumber(args[2]) or 1
   local requests = {}
-  for index = 1, depth do
+  for index = 1, pipeline_depth do
     requests[index] = wrk.format(nil)  -- GET of the URL's path, with any -H headers
   end
   batch = table.concat(requests)
@@ -34,7 +41,7 @@ request = function()
 end
 
 -- wrk's interval for stats_correct: run time over the latencies recorded per connection (integers, as in C).
-local function interval(duration, recorded)
+local function interval(duration, recorded, connections)
   local per_connection = math.floor(recorded / connections)
   if per_connection < 1 then
     return nil  -- wrk corrects nothing then
@@ -87,8 +94,9 @@ done = function(summary, latency, requests)  -- requests: per-thread rates, not 
   for value = 0, top do
     counts[value] = latency[value + 1]  -- latency[i] is the count of value i - 1 microseconds
   end
-  local as_wrk, as_batches = interval(summary.duration, summary.requests),
-                             interval(summary.duration, math.floor(summary.requests / depth))
+  local depth, connections = threads[1]:get("pipeline_depth"), threads[1]:get("pipeline_connections")
+  local as_wrk = interval(summary.duration, summary.requests, connections)
+  local as_batches = interval(summary.duration, math.floor(summary.requests / depth), connections)
   if as_wrk and as_wrk >= 1 then
     uncorrect(counts, top, as_wrk)
   end
