@@ -37,7 +37,7 @@ MARKER = re.compile(r"^[ \t]*# --8<-- \[(start|end):([\w-]+)\]$", re.M)  # a sec
 # carrying the name and not listed here carries the main copy; the copies inside each group are identical.
 EVENT_LOOP_FILES = {"selectors_blocking_sleep.py", "selectors_timer.py"}
 ASYNCIO_STREAMS_FILES = {"asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py", "asyncio_asyncpg.py",
-                         "asyncio_psycopg_pool.py"}
+                         "asyncio_psycopg_pool.py", "sse_asyncio_streams.py", "sse_asyncio_no_drain.py"}
 THREAD_KEEP_ALIVE_FILES = {"thread_per_connection_keep_alive.py", "gevent_thread_per_connection.py"}
 VARIANTS: dict[str, dict[str, tuple[str, set[str]]]] = {
     "build_response": {
