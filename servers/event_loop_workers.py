@@ -58,7 +58,7 @@ SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowl
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the parent looks for exited workers, and workers for a dead parent
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
-WORKERS = len(os.sched_getaffinity(0))  # one per CPU this process may run on (taskset changes it)
+WORKERS = 0  # 0: one per CPU this process may use (usable_cpus: its affinity and its cgroup's quota)
 READY_TIMEOUT = 10.0  # on SIGHUP, how long new workers may take to start accepting
 BACKOFF_FIRST = 0.1  # seconds before restarting a worker that died...
 BACKOFF_MAX = 10.0  # ...doubling each time it dies young, up to this
@@ -441,18 +441,82 @@ def simulated_cpu_work(iterations: int) -> int:
 # --8<-- [end:plumbing]
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may use: its affinity mask, capped by its cgroup v2 CPU quota (rounded up).
+
+    os.cpu_count() counts the machine's CPUs, and os.process_cpu_count() (3.13) only the affinity
+    mask (taskset, docker --cpuset-cpus); a container limited with docker --cpus or Kubernetes'
+    CPU limit keeps every CPU in its mask and gets a quota instead: cpu.max says "200000 100000",
+    two CPUs' worth of time per period. Starting a worker per machine CPU there only adds
+    processes that take turns on the quota.
+    """
+    affinity = len(os.sched_getaffinity(0))
+    quota = cgroup_cpu_quota()
+    return max(1, min(affinity, quota)) if quota is not None else affinity
+
+
+def cgroup_cpu_quota(proc: str = "/proc/self") -> int | None:
+    """CPUs' worth of time per period our cgroup (or a limited parent) may use, rounded up; None if unlimited.
+
+    cgroup v2 keeps the quota in cpu.max ("200000 100000", or "max 100000"); v1, still mounted by
+    hybrid hosts, in cpu.cfs_quota_us and cpu.cfs_period_us (-1: none). /proc/self/cgroup names our
+    cgroup, /proc/self/mountinfo where each hierarchy is mounted (and which part of it: a container
+    sees its own cgroup as the root).
+    """
+    try:
+        with open(proc + "/mountinfo", encoding="utf-8") as mountinfo:
+            mounts = [line.split() for line in mountinfo]
+        with open(proc + "/cgroup", encoding="utf-8") as cgroup:
+            memberships = [line.rstrip("\n").split(":", 2) for line in cgroup]
+    except OSError:
+        return None
+    limits = []
+    for _, controllers, path in memberships:
+        version = 2 if controllers == "" else 1 if "cpu" in controllers.split(",") else None
+        for fields in mounts:  # id parent major:minor root mount-point options ... - type source super-options
+            kind, options = fields[fields.index("-") + 1], fields[-1].split(",")
+            if version == 2 and kind == "cgroup2" or version == 1 and kind == "cgroup" and "cpu" in options:
+                root, mount_point = fields[3], fields[4]
+                relative = path[len(root):] if path.startswith(root) else path
+                limits += quotas_up_to(mount_point, relative.strip("/"), version)
+    return min(limits) if limits else None
+
+
+def quotas_up_to(mount_point: str, relative: str, version: int) -> list[int]:
+    """The CPU quota of a cgroup and of each parent up to the mount point (a parent's limit binds its children)."""
+    limits = []
+    parts = relative.split("/") if relative else []
+    for depth in range(len(parts), -1, -1):
+        directory = "/".join([mount_point, *parts[:depth]])
+        try:
+            if version == 2:
+                with open(directory + "/cpu.max", encoding="ascii") as cpu_max:
+                    quota, period = cpu_max.read().split()[:2]
+            else:
+                with open(directory + "/cpu.cfs_quota_us", encoding="ascii") as quota_file, \
+                        open(directory + "/cpu.cfs_period_us", encoding="ascii") as period_file:
+                    quota, period = quota_file.read().strip(), period_file.read().strip()
+        except (OSError, ValueError):
+            continue  # no such file at this level (the root has no cpu.max; a controller may be off)
+        if quota not in ("max", "-1"):
+            limits.append(-(-int(quota) // int(period)))  # rounded up: 1.5 CPUs' worth of time is 2 workers
+    return limits
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
-    parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes (default: the CPUs we may use)")
+    parser.add_argument("--workers", type=int, default=WORKERS,
+                        help="worker processes (default: the CPUs we may use: affinity and cgroup quota)")
     parser.add_argument("--sharing", choices=["inherited", "reuseport"], default="inherited",
                         help="one listening socket for all workers, or one each on the same port")
     args = parser.parse_args()
-    if args.workers < 1:
-        parser.error("--workers must be 1 or more")
+    if args.workers < 0:
+        parser.error("--workers must be 1 or more (0: one per CPU we may use)")
+    args.workers = args.workers or usable_cpus()
 
     # Held back from here on and taken with sigtimedwait in Supervisor.run; forked
     # workers start with them held back too and release them once they are set up.

@@ -138,6 +138,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
     parser.add_argument("--keep-alive", action="store_true",
                         help="keep connections open between requests (waitress's own behaviour), instead of closing")
+    parser.add_argument("--threads", type=int, default=THREADS, help="task threads (waitress's default: 4)")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -152,7 +153,7 @@ def main() -> None:
         make_app(args.delay),
         host=args.host,
         port=args.port,
-        threads=THREADS,
+        threads=args.threads,
         max_request_header_size=MAX_HEAD_BYTES,
         channel_timeout=CLIENT_TIMEOUT,
         cleanup_interval=CLIENT_TIMEOUT,  # how often idle connections are looked for (default 30 s)

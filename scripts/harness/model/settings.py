@@ -74,6 +74,10 @@ TYPES: dict[str, Callable[[Any], bool]] = {
     "table of concurrency level -> seconds": lambda value: isinstance(value, dict) and all(
         key.isdigit() and _number(seconds) for key, seconds in value.items()),
     '"all"': lambda value: value == "all",
+    "table of design name -> list of integers": lambda value: isinstance(value, dict) and all(
+        isinstance(counts, list) and bool(counts) and all(map(_integer, counts)) for counts in value.values()),
+    "table of design name -> list of strings": lambda value: isinstance(value, dict) and all(
+        isinstance(arguments, list) and all(isinstance(item, str) for item in arguments) for arguments in value.values()),
 }
 
 
@@ -111,6 +115,9 @@ SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
     Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
     Setting("interleave", "string", HARNESS),  # measured round robin with the scenarios of the same name (suites/interleave.py)
     Setting("database", "boolean", HARNESS),  # start a scratch PostgreSQL for the run (system/postgres.py)
+    # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
+    Setting("sizes", "table of design name -> list of integers", HARNESS),
+    Setting("size_arguments", "table of design name -> list of strings", HARNESS),
     Setting("path", "string", HARNESS),  # the URL path the tool asks for (default "/"): "/db" picks a database query
     Setting("server_arguments", "list of strings", HARNESS),  # appended to every design's command: ["--pool-size", "5"]
     Setting("header_statistic", "string", TOOL),  # wrk: a response header's numbers, summarised (X-Pool-Wait-Us)
@@ -166,6 +173,20 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
     if (entry.get("keep_alive") or quick.get("keep_alive")) and "keep_alive" not in tool_reads:
         raise SettingsError(f"{where}: keep_alive = true, but its tool {tool_name!r} cannot keep connections alive")
     check_measurement(where, entry, quick, tool_name)
+    check_sizes(where, {**entry, **quick}, entry["designs"])
+
+
+def check_sizes(where: str, settings: dict[str, Any], designs: list[str]) -> None:
+    """A sizing sweep names only the scenario's designs, each with the arguments that set its count."""
+    swept, arguments = settings.get("sizes") or {}, settings.get("size_arguments") or {}
+    for name in swept:
+        if name not in designs:
+            raise SettingsError(f"{where}: sizes names {name!r}, which is not one of its designs")
+        if not any("{size}" in part for part in arguments.get(name, [])):
+            raise SettingsError(f"{where}: sizes sweeps {name!r}, but size_arguments gives it no argument with "
+                                "{size} (e.g. [\"--workers\", \"{size}\"])")
+
+
 
 
 def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], tool_name: str) -> None:

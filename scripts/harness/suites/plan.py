@@ -9,6 +9,7 @@ lines on stderr rescale the rest as cells finish.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -65,6 +66,19 @@ def design_settings(settings: dict[str, Any], design: Design) -> dict[str, Any]:
     return settings
 
 
+def sizes(settings: dict[str, Any], design: Design) -> list[int | None]:
+    """The counts a sizing sweep restarts this design with (`sizes`), or [None]: run once, as the catalogue says."""
+    return list((settings.get("sizes") or {}).get(design.name) or [None])
+
+
+def sized_design(settings: dict[str, Any], design: Design, size: int | None) -> Design:
+    """The design with the scenario's size_arguments for it appended, {size} filled in (itself when size is None)."""
+    if size is None:
+        return design
+    arguments = [part.replace("{size}", str(size)) for part in settings["size_arguments"][design.name]]
+    return dataclasses.replace(design, command=[*design.command, *arguments])
+
+
 def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bool) -> list[float]:
     """Estimated seconds of every cell of a scenario, in the order they will run."""
     def cell(design_specific: dict[str, Any]) -> float:
@@ -78,7 +92,7 @@ def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bo
     planned = cells(settings) if with_ceiling else []
     for _ in range(settings["repeat"]):
         for design in designs:
-            planned += cells(design_settings(settings, design))
+            planned += cells(design_settings(settings, design)) * len(sizes(settings, design))
     return planned
 
 

@@ -248,13 +248,30 @@ def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design],
         order = designs if repetition % 2 == 0 else list(reversed(designs))
         for design in order:
             outcome = outcomes[design.name]
-            if outcome.status != "ok":
-                progress.skip(len(plan.levels(settings)))  # skipped cells still count as done
-                continue
-            if not quick:  # a quick run trades this care for time
-                ports.wait_for_time_wait_drain()
-            cells_before = progress.done
-            measure_design_once(outcome, scenario, plan.design_settings(settings, design), repetition, tool, pinning,
-                                progress, database)
-            # A design that failed part-way leaves the rest of its levels unrun: count them as done.
-            progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
+            for size in plan.sizes(settings, design):  # [None] unless a sizing sweep restarts it once per count
+                if outcome.status != "ok":
+                    progress.skip(len(plan.levels(settings)))  # skipped cells still count as done
+                    continue
+                if not quick:  # a quick run trades this care for time
+                    ports.wait_for_time_wait_drain()
+                cells_before = progress.done
+                measure_sized(outcome, size, scenario, plan.design_settings(settings, design), repetition, tool,
+                              pinning, progress, database)
+                # A design that failed part-way leaves the rest of its levels unrun: count them as done.
+                progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
+
+
+def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, settings: dict[str, Any],
+                  repetition: int, tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
+                  database: str | None) -> None:
+    """measure_design_once at one count of a sizing sweep: its runs say their `size`, and join the design's."""
+    if size is None:
+        measure_design_once(outcome, scenario, settings, repetition, tool, pinning, progress, database)
+        return
+    sized = DesignOutcome(plan.sized_design(settings, outcome.design, size))
+    measure_design_once(sized, scenario, settings, repetition, tool, pinning, progress, database)
+    outcome.runs += [{**run, "size": size} for run in sized.runs]
+    outcome.server_exit_codes += sized.server_exit_codes
+    outcome.verified = sized.verified or outcome.verified
+    for problem in sized.problems:
+        outcome.fail(f"at size {size}: {problem}", sized.stderr_tail, status=sized.status)
