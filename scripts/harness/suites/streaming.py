@@ -227,7 +227,8 @@ def summary(samples: list[dict[str, Any]], client: dict[str, Any], phase: Phase)
 def measure(catalogue: Catalogue, names: list[str] | None, quick: bool) -> dict[str, Any]:
     designs = stream_designs(catalogue, names)
     phases = QUICK_PHASES if quick else PHASES
-    open_files.raise_open_files_limit(2 * max(phase.streams for phase in phases) + 100, "streams (both ends)")
+    # Each end of a stream is a descriptor in its own process (the client, the server): both inherit this limit.
+    open_files.raise_open_files_limit(max(phase.streams + phase.slow_readers for phase in phases) + 100, "streams")
     pinning = processes.cpu_pinning()
     record: dict[str, Any] = {"suite": "streaming", "quick": quick, "started_utc": environment.utc_now(),
                               "phases": [phase.__dict__ | {"path": phase.path()} for phase in phases],
