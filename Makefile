@@ -17,6 +17,7 @@ $(VENV)/.installed: requirements.lock
 install: $(VENV)/.installed
 	scripts/install_system_packages.sh
 	scripts/install_actionlint.sh
+	scripts/install_vegeta.sh
 	scripts/install_site_assets.sh
 
 serve: install  ## build the site from the committed results and serve it at http://127.0.0.1:8800/ (8000 is the servers' port)

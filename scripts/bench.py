@@ -14,6 +14,7 @@
     python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
     python scripts/bench.py instructions [--quick] [--row NAME ...]
     python scripts/bench.py conformance [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
+    python scripts/bench.py deployment race|overload [--design NAME ...] [--quick] [--out DIR]
     python scripts/bench.py streaming [--design NAME ...] [--quick] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
@@ -45,6 +46,7 @@ from harness.render.figures import FigureError  # noqa: E402
 from harness.suites import (  # noqa: E402
     balance,
     conformance,
+    deployment,
     hostile,
     how_fast,
     idle,
@@ -329,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                                              help="RFC 9112 conformance cases against every HTTP design and three parsers")
     conformance.add_arguments(conformance_parser)
     conformance_parser.set_defaults(handler=command_conformance)
+    deployment_parser = commands.add_parser("deployment", help="behind nginx (the idle-timeout race) and past capacity")
+    deployment.add_arguments(deployment_parser)
+    deployment_parser.set_defaults(handler=deployment.command)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)
@@ -352,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
+            restart.RestartPlanError, deployment.DeploymentPlanError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -139,6 +139,8 @@ TOOL_READS: dict[str, frozenset[str]] = {  # load tool -> the settings it reads 
     # not keep_alive: our HTTP client always closes
     "http-client": frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds", "timeline",
                               "client_timeout"}),
+    # open loop at a fixed rate; never keeps a connection (-keepalive=false), as our own client
+    "vegeta": frozenset({"concurrency", "time_limit", "rate", "schedule_seconds", "timeout"}),
     "wrk": frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth",
                       "header_statistic"}),
 }

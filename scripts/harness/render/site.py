@@ -51,6 +51,7 @@ from harness.render.cells import (
     summarise_cell,
 )
 from harness.render.conformance_tables import conformance_files
+from harness.render.deployment_tables import deployment_files
 from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files
@@ -562,6 +563,11 @@ def timeline_player_page_files(inputs: RenderInput) -> dict[Path, str]:
     return timeline_player_files(inputs.records.get(TIMELINE_SCENARIO), inputs.generated_dir, HEADER)
 
 
+def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The deployment page: the idle-timeout race, past capacity, vegeta beside our client (results/deployment/)."""
+    return deployment_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, inputs.records)
+
+
 # The registry: every renderer, once. Together their files are every generated file of the site
 # (render --check compares exactly these; a file no renderer produces is reported as stale).
 RENDERERS: list[Renderer] = [
@@ -581,6 +587,7 @@ RENDERERS: list[Renderer] = [
     disclosed_settings_files,
     instructions_page_files,
     timeline_player_page_files,
+    deployment_page_files,
     streaming_page_files,
 ]
 

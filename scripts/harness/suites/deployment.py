@@ -1,0 +1,254 @@
+"""Deploying it, measured: the idle-timeout race behind nginx, and servers past their capacity.
+
+Both read scripts/catalogue/17-deployment.toml (`[race]` and `[overload]`) and write one record
+each (results/deployment/proxy-race.json and overload.json), atomically, after the last run.
+
+race: for each target, a run per method with the server's keep-alive timeout at its default,
+and a POST run with the fix (its timeout above nginx's 60 s); each run starts the design pinned
+to the server's CPU, nginx with upstream keep-alive in front of it on the same CPU, and
+scripts/harness/clients/idle_race.py on the other CPU. The record keeps every answer by status
+and by the gap's offset from the timeout, and the 502s per 10,000 requests.
+
+overload: for each target (a design and the arguments that set its admission control), one
+server and vegeta (clients/tools/vegeta.py) at each multiple of the capacity in turn, the last
+multiple back at half: the record keeps each rate's answers by status, latency of every answer
+and of the 2xx answers alone, and how late vegeta ran against its schedule. The tool's ceiling
+is nginx at the highest rate, measured first.
+
+Known limits: one run per cell (a race is counted over many requests; an overload run is a
+picture of a queue growing); the 502s are counted at the client, the only place they are seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.clients.tools import require_tool
+from harness.model.catalogue import CATALOGUE_DIR, Catalogue
+from harness.model.paths import REPO_ROOT
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.system import launcher, ports, processes
+from harness.system.environment import describe_machine, utc_now
+
+PLAN_PATH = CATALOGUE_DIR / "17-deployment.toml"
+IDLE_RACE = REPO_ROOT / "scripts" / "harness" / "clients" / "idle_race.py"
+PER = 10_000  # 502s are counted per this many requests
+RECORD_DIR = RESULTS_DIR / "deployment"  # beside, not among, the scenario records of results/
+
+
+class DeploymentPlanError(ValueError):
+    """17-deployment.toml is wrong: bad input (exit 2); the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Target:
+    design: str
+    arguments: list[str]  # what the run adds to the design's command
+    label: str  # "defaults", "fix", or the admission control it sets
+    method: str = "GET"
+    timeout_s: float = 0.0
+    source: str = ""
+
+
+def read_section(name: str, quick: bool, path: Path = PLAN_PATH) -> dict[str, Any]:
+    """One table of the plan, with its `quick` overrides applied when asked."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DeploymentPlanError(f"{path}: {error}") from error
+    if name not in data:
+        raise DeploymentPlanError(f"{path}: no [{name}] table")
+    section = dict(data[name])
+    overrides = section.pop("quick", {})
+    unknown = sorted(set(overrides) - set(section))
+    if unknown:
+        raise DeploymentPlanError(f"{path}: [{name}.quick] sets {', '.join(unknown)}, which [{name}] does not have")
+    return {**section, **overrides} if quick else section
+
+
+def race_targets(section: dict[str, Any], catalogue: Catalogue) -> list[Target]:
+    """Every server's runs: each method at its defaults, then POST with the fix."""
+    targets = []
+    for entry in section.get("target", []):
+        catalogue.design(entry["design"])  # unknown: UnknownNameError, exit 2
+        common = {"design": entry["design"], "timeout_s": float(entry["timeout_s"]), "source": entry.get("source", "")}
+        targets += [Target(arguments=entry["defaults"], label="defaults", method=method, **common)
+                    for method in entry.get("methods", section["methods"])]
+        targets.append(Target(arguments=entry["fix"], label="fix", method="POST", **common))
+    return targets
+
+
+def race_command(port: int, target: Target, section: dict[str, Any]) -> list[str]:
+    """The race's load: bursts over many connections, each gap the server's timeout plus a stepped offset."""
+    return [sys.executable, str(IDLE_RACE), "--port", str(port), "--gap", f"{target.timeout_s:g}",
+            "--connections", str(section["connections"]), "--bursts", str(section["bursts"]),
+            "--window-ms", f"{section['window_ms']:g}", "--step-ms", f"{section['step_ms']:g}",
+            "--method", target.method]
+
+
+@contextlib.contextmanager
+def proxied(catalogue: Catalogue, target: Target, delay: float, log_dir: Path, proxy: str | None,
+            cpu: str | None) -> Iterator[tuple[processes.RunningServer, processes.RunningServer | None]]:
+    """The design (with the target's arguments) and, when asked, nginx in front of it; both stopped on exit."""
+    design = catalogue.design(target.design)
+    with launcher.running_design(design, ports.run_port("server", design), delay, log_dir, cpu=cpu,
+                                 extra_arguments=target.arguments) as server, contextlib.ExitStack() as stack:
+        front = stack.enter_context(launcher.reverse_proxy(proxy, server.port, log_dir, cpu)) if proxy else None
+        yield server, front
+
+
+def race_run(catalogue: Catalogue, target: Target, section: dict[str, Any], log_dir: Path,
+             pinning: dict[str, str | None]) -> dict[str, Any]:
+    """One run of the race: the design behind nginx, the bursts, every answer counted."""
+    run: dict[str, Any] = {"design": target.design, "label": target.label, "method": target.method,
+                           "arguments": target.arguments, "timeout_s": target.timeout_s, "source": target.source}
+    with proxied(catalogue, target, 0.0, log_dir, section["proxy"], pinning["server"]) as (server, proxy):
+        assert proxy is not None
+        command = race_command(proxy.port, target, section)
+        run.update(server_command=server.command, proxy_command=proxy.command,
+                   load_command=processes.pinned(command, pinning["load"]))
+        print(f"  server: {' '.join(server.command)}\n  load:   {' '.join(run['load_command'])}", flush=True)
+        timeout = (section["bursts"] + 1) * (target.timeout_s + 12) + 60
+        completed = processes.run_tool(command, timeout=timeout, cpu=pinning["load"], cwd=REPO_ROOT)
+        run["server_alive"] = server.alive()
+    run["exit_code"] = server.exit_code
+    try:
+        result = json.loads(completed.stdout)
+    except json.JSONDecodeError:
+        run["error"] = f"the race client printed no report: {completed.stderr.strip()[-400:]}"
+        return run
+    run["result"] = result
+    bad_gateway = result["statuses"].get("502", 0)
+    run["bad_gateway_per_10k"] = round(bad_gateway * PER / result["sent"], 1) if result["sent"] else None
+    print(f"  {bad_gateway} of {result['sent']} got 502 ({run['bad_gateway_per_10k']} per {PER:,})", flush=True)
+    return run
+
+
+def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
+             out_dir: Path | None) -> tuple[Path, int]:
+    """Every race target (or the named designs'); write results/proxy-race.json; return it and the problems."""
+    section = read_section("race", quick)
+    targets = [t for t in race_targets(section, catalogue) if not design_names or t.design in design_names]
+    pinning = processes.cpu_pinning()
+    started, runs, problems = utc_now(), [], 0
+    for target in targets:
+        print(f"{section['id']}: {target.design} {target.label} {target.method}", flush=True)
+        log_dir = launcher.LOG_DIR / section["id"] / f"{target.design}-{target.label}-{target.method}"
+        try:
+            run = race_run(catalogue, target, section, log_dir, pinning)
+        except processes.ServerStartError as error:  # recorded; the next target still runs
+            run = {"design": target.design, "label": target.label, "method": target.method, "error": str(error)}
+        problems += bool(run.get("error")) or not run.get("server_alive", False)
+        runs.append(run)
+    settings = {key: value for key, value in section.items() if key != "target"}
+    record = {"schema": SCHEMA_VERSION, "kind": "proxy-race", "scenario": {"id": section["id"], "title": section["title"]},
+              "mode": "quick" if quick else "full", "settings": settings,
+              "environment": describe_machine(pinning, {"nginx": nginx_version()}),
+              "started_utc": started, "finished_utc": utc_now(), "runs": runs}
+    return write_record(record, section["id"], quick or bool(design_names), out_dir), problems
+
+
+def overload_targets(section: dict[str, Any], catalogue: Catalogue) -> list[Target]:
+    """The servers past capacity, each with the arguments that set its admission control."""
+    targets = []
+    for entry in section.get("target", []):
+        catalogue.design(entry["design"])
+        targets.append(Target(design=entry["design"], arguments=entry["arguments"], label=entry["admission"]))
+    return targets
+
+
+def overload_rates(section: dict[str, Any]) -> list[float]:
+    return [round(section["capacity"] * multiple, 3) for multiple in section["multiples"]]
+
+
+def overload_run(catalogue: Catalogue, target: Target, section: dict[str, Any], log_dir: Path,
+                 pinning: dict[str, str | None], rates: list[float], delay: float) -> dict[str, Any]:
+    """One server through every rate in turn (the same process: does it recover when the load drops?)."""
+    tool = require_tool("vegeta")
+    run: dict[str, Any] = {"design": target.design, "arguments": target.arguments, "admission": target.label,
+                           "cells": []}
+    with proxied(catalogue, target, delay, log_dir, None, pinning["server"]) as (server, _):
+        run["server_command"] = server.command
+        url = f"http://{server.host}:{server.port}/"
+        for index, rate in enumerate(rates):
+            settings = {"rate": rate, "schedule_seconds": section["schedule_seconds"], "timeout": section["timeout"]}
+            workdir = log_dir / f"{index}-rate{rate:g}"
+            print(f"  rate {rate:g}/s: {' '.join(tool.command(url, section['max_in_flight'], settings, workdir))}",
+                  flush=True)
+            cell = tool.run(url, section["max_in_flight"], settings, workdir, pinning["load"])
+            cell.update(multiple=section["multiples"][index] if index < len(section["multiples"]) else None,
+                        load_command=processes.pinned(cell["command"], pinning["load"]))
+            run["cells"].append(cell)
+            if not server.alive():
+                run["error"] = f"the server died at {rate:g} requests/s: {server.stderr_tail()[-400:]}"
+                break
+        run["server_alive"] = server.alive()
+    run["exit_code"] = server.exit_code
+    return run
+
+
+def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
+                 out_dir: Path | None) -> tuple[Path, int]:
+    """nginx at the top rate (the tool's ceiling), then every target through the rates; write results/overload.json."""
+    section = read_section("overload", quick)
+    rates = overload_rates(section)
+    targets = [t for t in overload_targets(section, catalogue) if not design_names or t.design in design_names]
+    pinning = processes.cpu_pinning()
+    started, problems = utc_now(), 0
+    ceiling_target = Target(design=section["ceiling"], arguments=[], label="the tool's ceiling")
+    print(f"{section['id']}: ceiling {ceiling_target.design} at {max(rates):g}/s", flush=True)
+    ceiling = overload_run(catalogue, ceiling_target, section, launcher.LOG_DIR / section["id"] / "ceiling",
+                           pinning, [max(rates)], 0.0)
+    runs = []
+    for index, target in enumerate(targets):
+        print(f"{section['id']}: {target.design} {' '.join(target.arguments)}", flush=True)
+        log_dir = launcher.LOG_DIR / section["id"] / f"{index}-{target.design}"
+        try:
+            run = overload_run(catalogue, target, section, log_dir, pinning, rates, section["delay"])
+        except processes.ServerStartError as error:
+            run = {"design": target.design, "arguments": target.arguments, "admission": target.label,
+                   "error": str(error), "cells": []}
+        problems += bool(run.get("error")) or any(cell.get("error") for cell in run["cells"])
+        runs.append(run)
+    settings = {key: value for key, value in section.items() if key != "target"}
+    record = {"schema": SCHEMA_VERSION, "kind": "overload", "scenario": {"id": section["id"], "title": section["title"]},
+              "mode": "quick" if quick else "full", "settings": {**settings, "rates": rates},
+              "environment": describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
+              "started_utc": started, "finished_utc": utc_now(), "ceiling": ceiling, "runs": runs}
+    return write_record(record, section["id"], quick or bool(design_names), out_dir), problems
+
+
+def nginx_version() -> str:
+    answer = processes.run_tool(["nginx", "-v"], timeout=10)
+    return answer.stderr.strip().removeprefix("nginx version: ") or "nginx (version unknown)"
+
+
+def write_record(record: dict[str, Any], record_id: str, partial: bool, out_dir: Path | None) -> Path:
+    """results/deployment/<id>.json for a complete full run, build/results/ otherwise (or --out)."""
+    path = (out_dir or (SCRATCH_RESULTS_DIR if partial else RECORD_DIR)) / f"{record_id}.json"
+    write_json_atomic(path, record)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("part", choices=["race", "overload"], help="the idle-timeout race, or past capacity")
+    parser.add_argument("--design", action="append", help="only this design's targets (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="fewer bursts, fewer rates, shorter schedules")
+    parser.add_argument("--out", type=Path, help="directory for the record (default: results/deployment/ for a complete "
+                                                  "full run, build/results/ otherwise)")
+
+
+def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """bench.py deployment race|overload: 0 when every run ran, 1 otherwise (the record keeps why)."""
+    run = run_race if args.part == "race" else run_overload
+    path, problems = run(catalogue, args.quick, args.design, args.out)
+    print(f"Wrote {path}" + (f"; {problems} run(s) with a problem (see the record)" if problems else ""))
+    return 1 if problems else 0

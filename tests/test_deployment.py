@@ -1,0 +1,144 @@
+"""Deploying it (docs/deployment.md): the idle-timeout race and admission control, each reproduced in small.
+
+The race: the hardened design behind nginx with upstream keep-alive, its keep-alive timeout
+shortened to a fraction of a second (the same race as at 5 s, many more tries a second), loaded by
+scripts/harness/clients/idle_race.py with gaps around that timeout. With the server's timeout
+shorter than nginx's, some POST gets 502 from nginx; with it longer (the fix), none does. The
+tries are many and the assertion is "at least one", so a busy machine only moves where in the
+window the 502s fall.
+
+Admission control: the hardened design with --max-connections 4 and a 1 s call, sent ten
+requests at once: the ones past the cap get 503 before any 200 can have been answered (the call
+alone takes a second), which is what "503 at once" means; no timing bound tighter than that.
+
+Also: vegeta's CSV parsed (clients/tools/vegeta.py), the plan's quick table checked, and the
+renderer on small records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness.clients import idle_race
+from harness.clients.tools import vegeta
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.render import deployment_tables
+from harness.suites import deployment
+from harness.system import launcher, ports, processes
+
+PROXY = "servers/nginx_upstream_keep_alive.conf"
+SHORT_TIMEOUT = 0.3  # seconds: the hardened design's keep-alive timeout in the small race
+RACE_TRIES = 3  # race runs with the short timeout before giving up on seeing a 502
+
+
+@contextlib.contextmanager
+def hardened_behind_nginx(tmp_path: Path, *arguments: str) -> Iterator[int]:
+    """The hardened design with these arguments, nginx with upstream keep-alive in front; yields nginx's port."""
+    design = load_catalogue().design("hardened")
+    with launcher.running_design(design, ports.run_port("server", design), 0.0, tmp_path / "server",
+                                 extra_arguments=list(arguments)) as server, \
+            launcher.reverse_proxy(PROXY, server.port, tmp_path / "proxy", None) as proxy:
+        yield proxy.port
+
+
+def race(port: int, gap: float, bursts: int) -> dict[str, object]:
+    """The race client, run as the suite runs it; its report."""
+    command = [sys.executable, str(deployment.IDLE_RACE), "--port", str(port), "--gap", f"{gap:g}",
+               "--connections", "40", "--bursts", str(bursts), "--window-ms", "20", "--step-ms", "2",
+               "--method", "POST"]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_a_server_timeout_shorter_than_the_proxys_gives_502s_and_a_longer_one_none(tmp_path: Path) -> None:
+    bad_gateway = 0
+    for attempt in range(RACE_TRIES):
+        with hardened_behind_nginx(tmp_path / f"short-{attempt}", "--keep-alive-timeout", f"{SHORT_TIMEOUT:g}") as port:
+            report = race(port, SHORT_TIMEOUT, bursts=25)
+        bad_gateway = report["statuses"].get("502", 0)
+        if bad_gateway:
+            break
+    assert bad_gateway >= 1, f"no 502 in {RACE_TRIES} runs of 25 bursts: {report}"
+    with hardened_behind_nginx(tmp_path / "fix", "--keep-alive-timeout", "65") as port:
+        fixed = race(port, SHORT_TIMEOUT, bursts=25)
+    assert fixed["statuses"].get("502", 0) == 0 and not fixed["errors"], fixed
+    assert fixed["sent"] == 25 * 40
+
+
+def ask(port: int, answers: list[tuple[float, bytes]], began: float) -> None:
+    """One GET on its own connection: when its answer's status line came, and the line."""
+    with socket.create_connection((processes.LOOPBACK, port), timeout=10) as client:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        line = client.makefile("rb").readline()
+    answers.append((time.monotonic() - began, line))
+
+
+def test_past_the_cap_the_hardened_design_answers_503_before_any_request_is_served(tmp_path: Path) -> None:
+    design = load_catalogue().design("hardened")
+    answers: list[tuple[float, bytes]] = []
+    with launcher.running_design(design, ports.run_port("server", design), 1.0, tmp_path,
+                                 extra_arguments=["--max-connections", "4"]) as server:
+        began = time.monotonic()
+        threads = [threading.Thread(target=ask, args=(server.port, answers, began)) for _ in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+    refused = [at for at, line in answers if b" 503 " in line]
+    served = [at for at, line in answers if b" 200 " in line]
+    assert len(answers) == 10 and len(refused) + len(served) == 10, answers
+    assert len(served) >= 4 and len(refused) >= 1, answers
+    assert max(refused) < min(served), "a 503 came after a 200: it waited instead of being refused at once"
+    assert min(served) >= 1.0  # the call itself: a 503 before this was refused without waiting for it
+
+
+VEGETA_CSV = (  # two rows in `vegeta encode --to csv`'s format: a 200 and a refused connection
+    '1764104400000000000,200,101500000,0,133,"",PGh0bWw+,,0,GET,http://127.0.0.1:8000/,\n'
+    '1764104400100000000,0,0,0,0,"Get ""http://127.0.0.1:8000/"": dial tcp 127.0.0.1:8000: connect: '
+    'connection refused",,,1,GET,http://127.0.0.1:8000/,\n')
+
+
+def test_vegeta_csv_gives_status_latency_and_lateness() -> None:
+    record = vegeta.parse_run(VEGETA_CSV, rate=10)
+    assert record["requests_sent"] == 2 and record["complete"] == 1 and record["failed"] == 1
+    assert record["failed_by_kind"] == {"refused": 1}
+    assert record["status_counts"] == {"200": 1}
+    assert record["latency_ms_2xx"]["p50"] == pytest.approx(101.5)
+    assert record["late_ms"]["p99"] == pytest.approx(0.0)  # the second request went out on schedule, 100 ms in
+    with pytest.raises(ValueError, match="columns"):
+        vegeta.parse_csv("1,200,3\n")
+
+
+def test_the_race_offsets_start_at_the_timeout_and_step_outwards() -> None:
+    assert idle_race.offsets_around(4, 2) == [0.0, 2.0, -2.0, 4.0, -4.0]
+    assert idle_race.request_bytes("POST", "h", 1) == b"POST / HTTP/1.1\r\nHost: h:1\r\nContent-Length: 0\r\n\r\n"
+
+
+def test_the_plans_quick_table_may_only_override(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text('[race]\nbursts = 20\n[race.quick]\nburst = 4\n', encoding="utf-8")
+    with pytest.raises(deployment.DeploymentPlanError, match="burst"):
+        deployment.read_section("race", quick=True, path=plan)
+    assert deployment.read_section("race", quick=False, path=deployment.PLAN_PATH)["methods"] == ["POST"]
+
+
+def test_the_race_table_counts_502s_per_10000() -> None:
+    record = {"settings": {"proxy": PROXY, "connections": 2, "bursts": 1, "window_ms": 20, "step_ms": 2},
+              "mode": "quick", "environment": {"commit": "abc"},
+              "runs": [{"design": "hardened", "label": "defaults", "method": "POST", "arguments": ["--x", "5"],
+                        "result": {"sent": 400, "statuses": {"405": 398, "502": 2}, "errors": {}},
+                        "bad_gateway_per_10k": 50.0}]}
+    table = deployment_tables.race_table(record)
+    assert "| 400 | 2 | **50** | 0 |" in table
+    assert "Not measured yet" in deployment_tables.race_table(None)
