@@ -109,6 +109,17 @@ VEGETA_CSV = (  # two rows in `vegeta encode --to csv`'s format: a 200 and a ref
     'connection refused",,,1,GET,http://127.0.0.1:8000/,\n')
 
 
+def test_vegeta_csv_captured_from_vegeta_itself() -> None:
+    """tests/fixtures/vegeta/: a closed port (no answer), and the capped hardened design at 480/s (200s and 503s)."""
+    fixtures = REPO_ROOT / "tests" / "fixtures" / "vegeta"
+    refused = vegeta.parse_run((fixtures / "refused.csv").read_text(), rate=2)
+    assert refused["complete"] == 0 and refused["failed"] == 2 and refused["failed_by_kind"] == {"refused": 2}
+    capped = vegeta.parse_run((fixtures / "hardened-capped.csv").read_text(), rate=480)
+    assert capped["status_counts"] == {"200": 3, "503": 3} and capped["non_2xx"] == 3
+    assert capped["latency_ms_2xx"]["p50"] > 100  # a served request waited for the 100 ms call
+    assert capped["latency_ms"]["p50"] < capped["latency_ms_2xx"]["p50"]  # the 503s did not
+
+
 def test_vegeta_csv_gives_status_latency_and_lateness() -> None:
     record = vegeta.parse_run(VEGETA_CSV, rate=10)
     assert record["requests_sent"] == 2 and record["complete"] == 1 and record["failed"] == 1

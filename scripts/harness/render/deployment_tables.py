@@ -68,6 +68,23 @@ def race_table(record: dict[str, Any] | None) -> str:
     return wide_table("\n".join(rows)) + note
 
 
+def race_verdict(record: dict[str, Any] | None) -> str:
+    """One sentence per server: 502s per 10,000 at its default timeout (per method), and with the fix."""
+    if record is None:
+        return ""
+    by_design: dict[str, list[str]] = {}
+    for run in record["runs"]:
+        if "result" not in run:
+            continue
+        setting = "at its default timeout" if run["label"] == "defaults" else "with the fix"
+        count = run["result"]["statuses"].get("502", 0)
+        by_design.setdefault(run["design"], []).append(
+            f"{count:,} 502s in {run['result']['sent']:,} {run['method']}s {setting} "
+            f"({run['bad_gateway_per_10k']:g} per 10,000)")
+    lines = [f"- {design_link(design)}: " + "; ".join(parts) + "." for design, parts in by_design.items()]
+    return "\n".join(lines) + "\n"
+
+
 def overload_rows(run: dict[str, Any]) -> list[str]:
     """A server's cells in the order they ran: offered, served, 503, no answer, p50/p99 of 2xx, p99 of all."""
     rows = []
@@ -88,7 +105,7 @@ def overload_table(record: dict[str, Any] | None) -> str:
     """Every server past capacity, its rates in the order they ran."""
     if record is None:
         return not_measured(f"results/deployment/{OVERLOAD_ID}.json", "python scripts/bench.py deployment overload")
-    rows = ["| server, admission | offered/s | served/s | 503 | no answer | p50 ms (2xx) | p99 ms (2xx) | p99 ms (all) |",
+    rows = ["| server, admission | offered/s | 2xx/s | 503 | no answer | p50 ms (2xx) | p99 ms (2xx) | p99 ms (all) |",
             "|---|--:|--:|--:|--:|--:|--:|--:|"]
     for run in record["runs"]:
         arguments = " ".join(run["arguments"]) or "its defaults"
@@ -106,7 +123,8 @@ def overload_table(record: dict[str, Any] | None) -> str:
     note = (f"\nvegeta (`-keepalive=false`: a new connection per request, as a proxy without upstream keep-alive) "
             f"offers each rate for {settings['schedule_seconds']:g} s, at most {settings['max_in_flight']:,} requests "
             f"in flight; each server answers after a {settings['delay'] * 1000:g} ms simulated call, at most 16 at "
-            f"once (about {settings['capacity']:g} requests/s). Latency from when vegeta sent the request; "
+            f"once (about {settings['capacity']:g} requests/s). 2xx/s: 2xx answers a second from the first request sent "
+            f"to the last answer (the schedule and the last wait). Latency from when vegeta sent the request; "
             f"\"no answer\": refused, reset or past vegeta's {settings['timeout']:g} s timeout. One server process "
             f"per row group, its rates one after another; one run per cell, {record['mode']} run, commit "
             f"`{str(record['environment'].get('commit', '?'))[:10]}`.{ceiling_note} Raw record: "
@@ -192,6 +210,8 @@ def deployment_files(results_dir: Path, generated_dir: Path, plots_dir: Path,
     out = generated_dir / "deployment"
     files = {
         out / "proxy-race.md": HEADER.format(source=f"results/deployment/{RACE_ID}.json") + race_table(race),
+        out / "proxy-race-verdict.md": HEADER.format(source=f"results/deployment/{RACE_ID}.json")
+        + race_verdict(race),
         out / "overload.md": HEADER.format(source=f"results/deployment/{OVERLOAD_ID}.json") + overload_table(overload),
         out / "vegeta-cross-check.md": HEADER.format(source=" and ".join(f"results/{i}.json" for i in CROSS_CHECK))
         + cross_check_table(records.get(CROSS_CHECK[0]), records.get(CROSS_CHECK[1])),
