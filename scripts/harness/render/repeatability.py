@@ -275,6 +275,34 @@ def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[st
             f"{verdict}. {landing}.\n")
 
 
+def leaders(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]], scenario_id: str,
+            shown: int = 3) -> str:
+    """Who had the highest medians in each of two consecutive runs, as shares of the scenario's reference.
+
+    A page that says who leads must say it of both runs: on this machine the order at the top can change
+    from one run to the next, and one run alone would make a ranking out of noise.
+    """
+    first, second = first_run.get(scenario_id), second_run.get(scenario_id)
+    if first is None or second is None or not_comparable(first, second):
+        return ""
+    reference = first["scenario"].get("relative_to")
+    runs = []
+    for label, record in (("A", first), ("B", second)):
+        rates = {design: median for (design, _level), (median, _bound) in medians(record).items()}
+        if reference not in rates:
+            return ""
+        top = sorted(rates, key=rates.get, reverse=True)[:shown]
+        runs.append((label, top, rates))
+    parts = [f"run {label}: " + ", ".join(f"`{name}` {rates[name] / rates[reference]:.0%}" for name in top)
+             for label, top, rates in runs]
+    same = runs[0][1][0] == runs[1][1][0]
+    ending = (f"`{runs[0][1][0]}` leads both runs" if same else
+              "the lead changes from one run to the next, so the order at the top is inside this machine's "
+              "run-to-run spread, not a ranking")
+    return (f"The highest medians, as a share of `{reference}`'s in the same run ({'; '.join(parts)}): "
+            f"{ending}.\n")
+
+
 def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]]) -> str:
     """The comparison of every scenario recorded in both runs, with an overall count first."""
     if not second_run:

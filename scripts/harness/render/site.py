@@ -57,7 +57,7 @@ from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files
 from harness.render.memory import memory_page
 from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
-from harness.render.repeatability import repeatability_page, scenario_agreement
+from harness.render.repeatability import leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
 from harness.render.survival import survival_files
 from harness.render.timeline_player import SCENARIO_ID as TIMELINE_SCENARIO
@@ -452,7 +452,8 @@ def repeatability_files(inputs: RenderInput) -> dict[Path, str]:
         + repeatability_page(inputs.records, inputs.rerun_records),
         inputs.generated_dir / "peak-repeatability.md": HEADER.format(
             source="results/peak.json and results/rerun/peak.json")
-        + scenario_agreement(inputs.records, inputs.rerun_records, "peak", PEAK_AGREEMENT),
+        + scenario_agreement(inputs.records, inputs.rerun_records, "peak", PEAK_AGREEMENT)
+        + leaders(inputs.records, inputs.rerun_records, "peak"),
     }
 
 
