@@ -1,0 +1,68 @@
+"""Issue 23's pictures that the renderer makes: each design page's question, the survival grid's legend.
+
+The questions (render/predict.py) quote a cell of a committed record, so the test recomputes each
+answer from the record and finds it in the page's file, and checks that every page that has one
+includes it before its results. The grid (render/survival_grid.py) must explain every status code
+the committed hostile record holds, and give every design a verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.model.records import load_records
+from harness.render.cells import cells_by_level, format_rate, summarise_cell
+from harness.render.predict import QUESTIONS, predict_files
+from harness.render.survival import load_record
+from harness.render.survival_grid import CODES, grid_page
+
+DOCS = REPO_ROOT / "docs"
+# Each status token a cell can show, as the legend's pattern it belongs to (survival_grid.CODES).
+CODE_PATTERNS = {
+    r"\d{3}": "200, 400, 405, 408, 413, 414, 431, 501",
+    r"open": "open", r"closed": "closed", r"reset": "reset", r"\d+×200": "n×200", r"0\.9": "0.9",
+    r"(\d{3}|0\.9)(→(\d{3}|0\.9))+": "a→b", r"cpu \d+%": "cpu n%", r"n/a": None,
+}
+
+
+def test_every_question_quotes_its_records_median_and_sits_before_the_results() -> None:
+    records = load_records()
+    files = predict_files(records, Path("/generated"))
+    assert len(files) >= 20, "most design pages should ask a question"
+    designs = load_catalogue().designs
+    for path, text in files.items():
+        name = path.stem
+        scenario = re.search(r"from results/([\w.-]+)\.json", text).group(1)
+        clients = dict(QUESTIONS)[scenario]
+        design = next(design for design in records[scenario]["designs"] if design["name"] == name)
+        median = summarise_cell(cells_by_level(design["runs"])[clients])["rate"]["median"]
+        assert f"**Measured: {format_rate(median)} requests a second**" in text, name
+        assert text.count("??? question") == 1 and "How many requests a second?" in text, name
+        page = (DOCS / designs[name].page).read_text(encoding="utf-8")
+        include, results = f'--8<-- "docs/_generated/predict/{name}.md"', f'--8<-- "docs/_generated/designs/{name}.md"'
+        assert include in page, f"{designs[name].page} does not ask its question"
+        assert page.index(include) < page.index(results), f"{designs[name].page}: the question comes after the results"
+
+
+def test_the_survival_legend_explains_every_status_code_in_the_record() -> None:
+    record = load_record(REPO_ROOT / "results")
+    assert record is not None
+    tokens = {part for design in record["designs"] for result in design["cases"] for status in result["statuses"]
+              for part in ([status] if status == "n/a" else status.split("/"))}
+    unexplained = [token for token in tokens
+                   if not any(re.fullmatch(pattern, token) and (code is None or code in CODES)
+                              for pattern, code in CODE_PATTERNS.items())]
+    assert unexplained == []
+
+
+def test_the_survival_grid_has_a_cell_per_case_and_a_verdict_per_design() -> None:
+    record = load_record(REPO_ROOT / "results")
+    page = grid_page(record)
+    rows = [line for line in page.splitlines() if line.startswith("| ") and 'class="sv ' in line]
+    assert len(rows) == len(record["designs"])
+    assert all(row.count('class="sv ') == len(record["cases"]) for row in rows)
+    verdicts = page.split("**One line per design:**")[1]
+    assert verdicts.count("robust in ") == len(record["designs"])
