@@ -113,7 +113,7 @@ def fixture_record() -> dict:
     cases = [case for case in corpus.cases if case.id in ("get-1.1", "host-missing", "smuggle-cl-te")]
     answers = {"get-1.1": ([200], "open"), "host-missing": ([200], "open"), "smuggle-cl-te": ([200, 200], "open")}
     design_cases = {case.id: {**judge_answer(case, answers[case.id][0], [], answers[case.id][1], False).to_json(),
-                              "answer": {"ended": answers[case.id][1]}} for case in cases}
+                              "ended": answers[case.id][1]} for case in cases}
     parsers = {case.id: {name: {"verdict": "pass", "code": "200"} for name in ("h11", "httptools", "hardened")}
                for case in cases}
     return {"cases": [case.to_json() for case in cases], "groups": [{"id": g.id, "title": g.title}

@@ -7,8 +7,9 @@ forever, at a full CPU. A loop whose accept task dies on the error stops accepti
 Each design here stops watching the listener for ACCEPT_BACKOFF instead, keeps serving what
 it holds, and accepts again after it (hostile case 15, issue 22).
 
-Each test starts the real server file under `prlimit --nofile=64:64` (hostile/run.py's launched, as the
-hostile suite does), holds more connections than that, measures the server's CPU while they
+Each test starts the real server file (suites/subjects.py's launched, as the hostile suite does),
+lowers its open-files limit once it answers to what it holds + HEADROOM (system/open_files.py,
+as hostile case 15 does), holds more connections than that, measures the server's CPU while they
 are held, then closes some and checks that a new client is answered and the held ones too.
 """
 
@@ -20,13 +21,14 @@ import time
 
 import psutil
 import pytest
-
-from conftest import CATALOGUE
 from harness.clients import probe
 from harness.model.catalogue import Design
-from harness.suites.hostile import run
+from harness.suites.subjects import launched
+from harness.system.open_files import lower_group_open_files
 
-OPEN_FILES = 64  # the server's RLIMIT_NOFILE, soft and hard
+from conftest import CATALOGUE
+
+HEADROOM = 56  # descriptors the server may open beyond those it holds when its limit is lowered
 HELD = 80  # connections opened and held: more than the server can accept; the rest wait in its backlog (128)
 CLOSED = 40  # then closed: more descriptors freed than clients left in the backlog, so a new client fits
 MEASURED_FOR = 1.5  # seconds of CPU measured while the file table is full
@@ -57,8 +59,9 @@ def answer_on(conn: socket.socket) -> probe.RawResponse:
 
 @pytest.mark.parametrize("design", PAUSING, ids=lambda design: design.name)
 def test_out_of_file_descriptors_the_server_pauses_accepting_then_recovers(design: Design, tmp_path) -> None:
-    with run.launched(design, {"delay": 0.0}, tmp_path, open_files=OPEN_FILES) as server:
+    with launched(design, {"delay": 0.0}, tmp_path) as server:
         host, port, pid = server.target_host, server.target_port, server.process.pid
+        lower_group_open_files(pid, HEADROOM)
         with contextlib.ExitStack() as held_open:
             held = [held_open.enter_context(socket.create_connection((host, port), timeout=5)) for _ in range(HELD)]
             time.sleep(0.5)  # the server accepts until accept() fails with EMFILE

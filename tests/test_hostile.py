@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,20 +29,22 @@ TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
 SUITE = cases.load_suite()
 # Short bounds and small counts: the tiny servers time out within 1 s.
 SETTINGS = {**SUITE.run_settings(quick=True), "bound": 2.5, "short_bound": 2.5, "idle_connections": 20,
-            "slowloris_connections": 5, "resets": 20, "emfile_nofile": 64, "emfile_connections": 80,
-            "emfile_hold": 1.5, "settle": 2.0, "delay": 0.0}
+            "slowloris_connections": 5, "resets": 20, "emfile_headroom": 40, "emfile_beyond": 40,
+            "emfile_connections": 80, "emfile_hold": 1.5, "settle": 2.0, "delay": 0.0}
+SPINNING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "spins_on_emfile.py"
 
 
-def tiny_design(behaviour: str) -> Design:
+def tiny_design(behaviour: str, server_file: Path = TEST_SERVERS) -> Design:
     """A catalogue-shaped entry for a tiny test server, so run.launched starts it like any design."""
-    return Design(name=f"tiny-{behaviour}", title=behaviour, kind="http", file=str(TEST_SERVERS.relative_to(REPO_ROOT)),
+    return Design(name=f"tiny-{behaviour}", title=behaviour, kind="http", file=str(server_file.relative_to(REPO_ROOT)),
                   page="", model="test", concurrent=True, reproduces=[],
-                  command=["{python}", "{file}", behaviour, "--host", "{host}", "--port", "{port}"])
+                  command=["{python}", "{file}", *([behaviour] if server_file == TEST_SERVERS else []),
+                           "--host", "{host}", "--port", "{port}"])
 
 
 @contextlib.contextmanager
-def tiny(behaviour: str, tmp_path: Path, open_files: int | None = None) -> Iterator[run.Server]:
-    with run.launched(tiny_design(behaviour), SETTINGS, tmp_path / behaviour, open_files=open_files) as server:
+def tiny(behaviour: str, tmp_path: Path) -> Iterator[run.Server]:
+    with run.launched(tiny_design(behaviour), SETTINGS, tmp_path / behaviour) as server:
         yield server
 
 
@@ -108,13 +111,22 @@ def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: 
     assert leaky["fds_leaked"] > 0 and leaky["verdict"] == "weak", leaky
 
 
-def test_emfile_pauses_on_the_good_server_and_spins_on_the_bad(tmp_path: Path) -> None:
-    results = {}
-    for behaviour in ("good", "bad"):
-        with tiny(behaviour, tmp_path, open_files=SETTINGS["emfile_nofile"]) as server:
-            results[behaviour] = run.run_case(server, case("emfile"), SETTINGS)
-    assert results["good"]["verdict"] == "robust", results["good"]
-    assert results["bad"]["robust"] is False and "busy loop" in results["bad"]["variants"][0]["note"], results["bad"]
+@pytest.mark.parametrize("design", [tiny_design("spins", SPINNING_FIXTURE), CATALOGUE.design("epoll-loop")],
+                         ids=lambda design: design.name)
+def test_emfile_lowers_the_running_servers_limit_and_calls_a_spinning_loop_busy(design: Design, tmp_path: Path) -> None:
+    """The case lowers the limit once the server answers: the fixture's loop spins, epoll_loop.py pauses accepting."""
+    with run.launched(design, SETTINGS, tmp_path) as server:
+        limit = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
+        result = run.run_case(server, case("emfile"), SETTINGS)
+        lowered = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
+    note = result["variants"][0]["note"]
+    assert lowered[0] < limit[0] and lowered[0] == lowered[1], (limit, lowered)  # soft and hard, on the running server
+    assert "1 of 1 processes at their limit before and after" in note, note  # the CPU was measured over the limit
+    assert result["probe_after"]["status"] == 200, result  # serving resumed once the connections closed
+    if design.name == "epoll-loop":
+        assert result["verdict"] == "robust", result
+    else:
+        assert (result["robust"], result["verdict"]) == (False, "weak") and "busy loop" in note, result
 
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:

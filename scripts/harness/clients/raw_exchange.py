@@ -37,7 +37,10 @@ class Exchange:
     other_version: str = ""  # "HTTP/1.2" when a status line claims a version other than 1.0 and 1.1
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """The fields that say something: an empty error, version or interim list and a false http_09 are left out
+        (thousands of answers in one record); no body is ever kept, only the first status line and the length."""
+        return {key: value for key, value in asdict(self).items()
+                if key in ("statuses", "ended", "received", "head") or value not in ("", [], False)}
 
 
 def exchange(host: str, port: int, data: bytes, bound: float, quiet: float) -> Exchange:

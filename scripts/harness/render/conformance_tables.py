@@ -176,8 +176,7 @@ def attacker_gets(result: dict[str, Any], attack: str) -> str:
                     "hidden request was not served, but one request drew two answers, so a front end that "
                     "reuses the connection can hand the second to the next client")
         return attack
-    answer = result.get("answer", {})
-    if "open" in result["code"] or answer.get("ended") == "open":
+    if "open" in result["code"] or result.get("ended") == "open":
         return ("it kept the connection open after a request whose framing the RFC says must end it: the next bytes "
                 "on it are read from wherever this server decided the request ended, which a front end may not "
                 "agree with")
@@ -185,7 +184,7 @@ def attacker_gets(result: dict[str, Any], attack: str) -> str:
         return ("it accepted framing the RFC refuses, then closed: the hidden request was not served here, but a "
                 "front end that reads the bytes the other way and keeps its upstream connection open would disagree "
                 "with it about where the request ends")
-    return result["reason"]
+    return result.get("reason", "")
 
 
 def parser_names(record: dict[str, Any]) -> list[str]:

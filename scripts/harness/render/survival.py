@@ -11,7 +11,9 @@ is missing, so the page always builds:
 - survive-limits.md: each real server's documented limits (scripts/catalogue/hostile/
   limits.toml, cited from its documentation) beside what the suite measured, and
   whether the two agree;
-- survive-proxy.md: designs alone and behind nginx, case by case.
+- survive-proxy.md: designs alone and behind nginx, case by case;
+- survive-emfile.md: case 15 (EMFILE) in sentences: which designs spun at the limit, which stayed
+  quiet there, which never reached it, and every design's figures.
 """
 
 from __future__ import annotations
@@ -265,6 +267,50 @@ def proxy_page(record: dict[str, Any] | None) -> str:
     return wide_table("\n".join(lines)) + "\n" + "\n".join(summary) + "\n"
 
 
+def emfile_figures(record: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(design, figures) for every design whose case 15 measured them (records since the limit is lowered live)."""
+    rows = []
+    for design in record["designs"]:
+        result = next((result for result in design["cases"] if result["case"] == "emfile"), None)
+        figures = result["variants"][0].get("figures") if result and result["variants"] else None
+        if figures:
+            rows.append((design, figures))
+    return rows
+
+
+def emfile_page(record: dict[str, Any] | None) -> str:
+    """Case 15 in a few sentences: who spun, who stayed quiet at the limit, who never reached it; then every figure."""
+    if record is None:
+        return NOT_MEASURED
+    rows = emfile_figures(record)
+    case = next((case for case in record["cases"] if case["id"] == "emfile"), None)
+    if not rows or case is None:
+        return "*This record was measured before case 15 lowered the limit of the running server.*\n"
+    busy_share = case.get("busy_cpu_share", 0.5)
+    first = rows[0][1]
+    busy = [(design, figures) for design, figures in rows if figures["cpu_share"] > busy_share]
+    quiet = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and figures["at_limit"]]
+    never = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and not figures["at_limit"]]
+
+    def named(entries: list[tuple[dict[str, Any], dict[str, Any]]], with_cpu: bool = False) -> str:
+        return ", ".join(design["name"] + (f" ({figures['cpu_share']:.0%})" if with_cpu else "")
+                         for design, figures in entries) or "none"
+
+    lines = [(f"Each process's limit was lowered, once the design answered, to the descriptors it held + "
+              f"{first['headroom']}; the CPU was measured for {first['hold_seconds']:g} s while the connections "
+              f"were held. More than {busy_share:.0%} of a CPU is a busy loop."), ""]
+    lines.append(f"- **A busy loop at the limit** ({len(busy)} of {len(rows)}): {named(busy, with_cpu=True)}.")
+    if quiet:
+        top = max(figures["cpu_share"] for _, figures in quiet)
+        lines.append(f"- **At the limit and quiet** ({len(quiet)} of {len(rows)}): at most {top:.0%} of a CPU.")
+    lines.append(f"- **Never at the limit** ({len(never)} of {len(rows)}: no process ran out of descriptors, so "
+                 f"`accept()` never failed): {named(never)}.")
+    table = ["| Design | CPU while held | Processes at the limit | Connections held |", "|---|---|---|---|"]
+    table += [f"| {design_label(design)} | {figures['cpu_share']:.0%} | {figures['at_limit']} of "
+              f"{figures['processes']} | {figures['connections_held']} |" for design, figures in rows]
+    return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
+
+
 def _verdict(design: dict[str, Any], case_id: str) -> str | None:
     return next((result["verdict"] for result in design["cases"] if result["case"] == case_id), None)
 
@@ -280,4 +326,5 @@ def survival_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]:
                                                                   "scripts/catalogue/hostile/limits.toml")
         + limits_page(record),
         generated_dir / "survive-proxy.md": header + proxy_page(record),
+        generated_dir / "survive-emfile.md": header + emfile_page(record),
     }

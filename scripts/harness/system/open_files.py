@@ -8,12 +8,22 @@ before it starts, with a message that says so.
 scripts/http_load.py and scripts/echo_client.py carry copies of FILES_MARGIN,
 OpenFilesLimitError and raise_open_files_limit (they run without the harness);
 tests/test_standalone_copies.py keeps the copies identical to these.
+
+The other way round, for the hostile suite's case 15: lower_group_open_files lowers the limit of a
+server that is already running and answering (prlimit(2), as `prlimit --pid` does), so the case
+measures the server as its own start-up left it (a server that raises its own limit at start, or
+sizes a table from it, is not helped by a limit set before it started); free_descriptors says
+whether a process is at its limit.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
+from dataclasses import dataclass
+
+from harness.system import processes
 
 FILES_MARGIN = 32  # descriptors beyond one per socket: stdio, the event loop's own, imports
 
@@ -39,3 +49,47 @@ def raise_open_files_limit(sockets: int, what: str) -> dict[str, int]:
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     print(f"raised the open-files soft limit from {soft} to {needed} (hard limit {hard})", file=sys.stderr)
     return {"soft": needed, "hard": hard, "raised_from": soft}
+
+
+@dataclass(frozen=True)
+class LoweredLimit:
+    """One process's open-files limit as lower_group_open_files left it."""
+
+    pid: int
+    held: int  # descriptors it had open when its limit was lowered
+    limit: int  # RLIMIT_NOFILE, soft and hard
+
+
+def open_descriptors(pid: int) -> list[int]:
+    """The descriptor numbers a process has open (/proc/PID/fd)."""
+    return [int(entry) for entry in os.listdir(f"/proc/{pid}/fd")]
+
+
+def lower_group_open_files(pgid: int, headroom: int) -> list[LoweredLimit]:
+    """Lower RLIMIT_NOFILE, soft and hard, of every process of a running group to what it holds plus `headroom`.
+
+    The hard limit too, so the server cannot raise it back. Processes it forks later inherit the
+    lowered limit. A process that ended meanwhile is skipped.
+    """
+    lowered = []
+    for pid in processes.group_pids(pgid):
+        try:
+            held = len(open_descriptors(pid))
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (held + headroom, held + headroom))
+        except (ProcessLookupError, FileNotFoundError):
+            continue
+        lowered.append(LoweredLimit(pid, held, held + headroom))
+    return lowered
+
+
+def free_descriptors(pid: int) -> int | None:
+    """How many more descriptors the process may open now (0: at its limit, accept() fails with EMFILE); None if gone.
+
+    A new descriptor takes the lowest free number, and the kernel refuses one numbered at or above
+    the soft limit: what is free is the numbers below the limit that are not in use.
+    """
+    try:
+        soft, _ = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        return soft - sum(1 for number in open_descriptors(pid) if number < soft)
+    except (ProcessLookupError, FileNotFoundError):
+        return None

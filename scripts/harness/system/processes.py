@@ -188,16 +188,26 @@ def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,
     return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
-def group_counts(pgid: int) -> tuple[int, int]:
-    """Open file descriptors and threads, summed over every process of the group (Linux: /proc)."""
-    fds = threads = 0
+def group_pids(pgid: int) -> list[int]:
+    """Every process whose process group is `pgid`, at the moment of the listing (Linux: /proc)."""
+    pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             stat = Path("/proc", entry, "stat").read_text()
-            if int(stat[stat.rindex(")") + 2:].split()[2]) != pgid:  # pgrp, after the command name
-                continue
+        except OSError:
+            continue  # it ended while we looked
+        if int(stat[stat.rindex(")") + 2:].split()[2]) == pgid:  # pgrp, after the command name
+            pids.append(int(entry))
+    return pids
+
+
+def group_counts(pgid: int) -> tuple[int, int]:
+    """Open file descriptors and threads, summed over every process of the group (Linux: /proc)."""
+    fds = threads = 0
+    for entry in group_pids(pgid):
+        try:
             fds += len(os.listdir(f"/proc/{entry}/fd"))
             threads += len(os.listdir(f"/proc/{entry}/task"))
         except (OSError, ValueError):

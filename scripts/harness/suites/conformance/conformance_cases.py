@@ -13,9 +13,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from harness.model.catalogue import CATALOGUE_DIR, UnknownNameError
+from harness.model.catalogue import CATALOGUE_DIR
+from harness.suites.case_catalogue import CaseCatalogue
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"
 ACCEPTED = {"200", "405"}  # the request was read as a request: the page, or GET-only's refusal of the method
@@ -66,24 +67,15 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Corpus:
-    settings: dict[str, Any]
-    quick: dict[str, Any]
-    groups: list[Group]
+class Corpus(CaseCatalogue):
+    """The conformance corpus; a case is selected by its id or by its group's."""
+
     cases: list[Case]
+    groups: list[Group] = field(default_factory=list)
+    what: ClassVar[str] = "conformance case or group"
 
-    def run_settings(self, quick: bool) -> dict[str, Any]:
-        return {**self.settings, **self.quick} if quick else dict(self.settings)
-
-    def select(self, names: list[str] | None) -> list[Case]:
-        """Cases by id or by group id, in the catalogue's order; every case when none is given."""
-        if not names:
-            return list(self.cases)
-        known = {case.id for case in self.cases} | {group.id for group in self.groups}
-        for name in names:
-            if name not in known:
-                raise UnknownNameError("conformance case or group", name, sorted(known))
-        return [case for case in self.cases if case.id in names or case.group in names]
+    def names(self, case: Case) -> set[str]:
+        return {case.id, case.group}
 
 
 def load_corpus(path: Path = CASES_FILE) -> Corpus:
@@ -109,7 +101,7 @@ def load_corpus(path: Path = CASES_FILE) -> Corpus:
     ids = [case.id for case in cases]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: a case id is listed twice")
-    return Corpus(settings, quick, groups, cases)
+    return Corpus(settings, quick, cases, groups)
 
 
 # --- judging --------------------------------------------------------------------------------------
@@ -121,7 +113,7 @@ class Judgement:
     reason: str = ""  # why it failed, in words
 
     def to_json(self) -> dict[str, str]:
-        return asdict(self)
+        return {key: value for key, value in asdict(self).items() if value or key != "reason"}  # no empty reason
 
 
 def status_verdict(case: Case, code: str, expected: list[str] | None = None) -> str:

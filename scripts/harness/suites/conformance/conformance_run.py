@@ -30,7 +30,7 @@ from harness.suites.conformance.conformance_cases import (
     judge_parser,
     load_corpus,
 )
-from harness.suites.hostile.run import PROXIED_SUFFIX, Subject, launched, tool_versions
+from harness.suites.subjects import PROXIED_SUFFIX, Subject, launched, tool_versions
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
@@ -74,11 +74,11 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
                                                    settings["bound"], settings["quiet"])
                     judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09,
                                              answer.other_version)
-                    results[case.id] = {**judgement.to_json(), "answer": answer.to_json()}
+                    results[case.id] = {**judgement.to_json(), **answer.to_json()}  # one flat entry per cell
                     progress(subject.name, case.id)
                     if not server.alive():
                         problems.append(f"died after case {case.id}")
-                        results[case.id]["reason"] += " (the server died)"
+                        results[case.id]["reason"] = results[case.id].get("reason", "") + " (the server died)"
                         break
         except processes.ServerStartError as error:
             problems.append(f"did not start: {error.args[0].splitlines()[0]}")
@@ -116,7 +116,9 @@ def parser_results(cases: list[Case]) -> dict[str, dict[str, Any]]:
         for name, verdict in reference_parsers.run_all(case.data).items():
             judgement: Judgement = judge_parser(case, verdict.outcome, verdict.requests, verdict.status,
                                                 verdict.keep_alive)
-            row[name] = {**judgement.to_json(), "parsed": verdict.to_json()}
+            parsed = {key: value for key, value in verdict.to_json().items()
+                      if key != "parser" and value not in ("", None)}  # the parser's name is the key already
+            row[name] = {**judgement.to_json(), "parsed": parsed}
         results[case.id] = row
     return results
 

@@ -17,11 +17,12 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.clients import raw_http
-from harness.model.catalogue import CATALOGUE_DIR, UnknownNameError
-from harness.system import processes
+from harness.model.catalogue import CATALOGUE_DIR
+from harness.suites.case_catalogue import CaseCatalogue
+from harness.system import open_files, processes
 from harness.system.resources import GroupSampler
 
 CASES_FILE = CATALOGUE_DIR / "hostile" / "cases.toml"
@@ -49,24 +50,14 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Suite:
-    settings: dict[str, Any]
-    quick: dict[str, Any]
+class Suite(CaseCatalogue):
+    """The hostile cases; a case is selected by its number or its id."""
+
     cases: list[Case]
+    what: ClassVar[str] = "hostile case"
 
-    def run_settings(self, quick: bool) -> dict[str, Any]:
-        return {**self.settings, **self.quick} if quick else dict(self.settings)
-
-    def select(self, names: list[str] | None) -> list[Case]:
-        """Cases by number or id, in the catalogue's order; every case when none is given."""
-        if not names:
-            return list(self.cases)
-        known = {str(case.number): case for case in self.cases} | {case.id: case for case in self.cases}
-        for name in names:
-            if name not in known:
-                raise UnknownNameError("hostile case", name, [case.id for case in self.cases])
-        wanted = {known[name].id for name in names}
-        return [case for case in self.cases if case.id in wanted]
+    def names(self, case: Case) -> set[str]:
+        return {str(case.number), case.id}
 
 
 def load_suite(path: Path = CASES_FILE) -> Suite:
@@ -117,11 +108,12 @@ class Variant:
     seconds: float | None = None  # time to close, from the last byte sent
     note: str = ""
     applicable: bool = True
+    figures: dict[str, float | int] = field(default_factory=dict)  # what a case measured, for the renderer
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "passed": self.passed, "status": self.status,
                 "seconds_to_close": None if self.seconds is None else round(self.seconds, 3),
-                "note": self.note, "applicable": self.applicable}
+                "note": self.note, "applicable": self.applicable, **({"figures": self.figures} if self.figures else {})}
 
 
 def status_label(statuses: list[int], reading: raw_http.Reading) -> str:
@@ -320,23 +312,47 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
 
 
 def emfile_case(target: Target, case: Case) -> list[Variant]:
-    """Hold more connections than the server's open-files limit; its CPU must stay low meanwhile."""
-    hold = target.settings["emfile_hold"]
-    with target.held(target.settings["emfile_connections"]) as (connections, refused):
-        time.sleep(0.3)  # let the server hit the limit
+    """Lower the running server's open-files limit, hold more connections than it allows, measure its CPU meanwhile.
+
+    Every process of the group may open `emfile_headroom` descriptors more than it holds once it is
+    answering; the case then holds that many per process plus `emfile_beyond` (at most
+    `emfile_connections`), so the rest wait in the backlog, the listener stays readable, and a loop
+    that goes back to it after EMFILE spins. The CPU counts only while a process is at its limit.
+    """
+    settings = target.settings
+    headroom, hold = settings["emfile_headroom"], settings["emfile_hold"]
+    lowered = open_files.lower_group_open_files(target.pgid, headroom)
+    count = min(settings["emfile_connections"], headroom * len(lowered) + settings["emfile_beyond"])
+    with target.held(count) as (connections, refused):
+        time.sleep(0.5)  # let the server accept until accept() fails with EMFILE
+        at_limit_before = at_limit(lowered)
         with GroupSampler(target.pgid) as sampler:
             time.sleep(hold)
+        at_limit_after = at_limit(lowered)
         held_fds, _ = processes.group_counts(target.pgid)
         cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
             if sampler.first and sampler.last else 0.0
     share = cpu / hold
     busy = share > case.get("busy_cpu_share", 0.5)
-    note = (f"{share:.0%} of a CPU while {len(connections)} connections were held past the limit"
-            + (" (a busy loop)" if busy else ""))
-    note += f"; the server held {held_fds} descriptors (limit {target.settings['emfile_nofile']} each process)"
+    over = min(at_limit_before, at_limit_after)  # at the limit when the measurement began and when it ended
+    limits = sorted({entry.limit for entry in lowered}) or [0]
+    limit_range = f"{limits[0]}" if len(limits) == 1 else f"{limits[0]}–{limits[-1]}"
+    note = (f"{share:.0%} of a CPU for {hold:g} s, {over} of {len(lowered)} processes at their limit before and after"
+            + (" (a busy loop)" if busy else "")
+            + f"; {len(connections)} connections held, {held_fds} descriptors open; each process's limit lowered, "
+              f"once it answered, to what it held + {headroom} ({limit_range})")
+    if not over:
+        note += "; no process reached its limit: it never accepted past it"
     if refused:
         note += f"; {refused} never connected"
-    return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note)]
+    figures = {"cpu_share": round(share, 3), "hold_seconds": hold, "processes": len(lowered), "at_limit": over,
+               "connections_held": len(connections), "never_connected": refused, "headroom": headroom}
+    return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note, figures=figures)]
+
+
+def at_limit(lowered: list[open_files.LoweredLimit]) -> int:
+    """How many of the processes have no descriptor free (a process that ended does not count)."""
+    return sum(1 for entry in lowered if open_files.free_descriptors(entry.pid) == 0)
 
 
 def expect_continue_case(target: Target, case: Case) -> list[Variant]:

@@ -20,28 +20,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.clients import raw_http, verify
-from harness.model.catalogue import Catalogue, Design, UnknownNameError
+from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
+from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 from harness.system.open_files import raise_open_files_limit
 from harness.system.resources import GroupSampler
 
 RECORD_NAME = "hostile.json"
-PROXY_TEMPLATE = "servers/nginx_reverse_proxy.conf"
-PROXIED_SUFFIX = "+nginx"  # "sequential-sockets+nginx": the design behind servers/nginx_reverse_proxy.conf
-OWN_SERVER_KINDS = {"emfile"}  # started apart, with a lowered RLIMIT_NOFILE
+OWN_SERVER_KINDS = {"emfile"}  # started apart: the case lowers the running server's RLIMIT_NOFILE for good
 NO_PROBE_DURING_KINDS = {"emfile"}  # past the limit no new client can be served: only the probe after counts
 LEAKS_FAIL_KINDS = {"reset"}  # "no leaked fd or thread" is this case's robust answer
 
@@ -56,49 +53,6 @@ def settled_counts(pgid: int, before: tuple[int, int], settle: float) -> tuple[i
         if (counts[0] <= before[0] and counts[1] <= before[1]) or time.monotonic() >= deadline:
             return counts
         time.sleep(0.1)
-
-
-@dataclass
-class Server:
-    """A started design (maybe behind nginx): where clients go, and the process group to measure."""
-
-    design: Design
-    target_host: str
-    target_port: int
-    process: subprocess.Popen[bytes]
-    running: processes.RunningServer
-    command: list[str]
-    proxy: processes.RunningServer | None = None
-
-    def alive(self) -> bool:
-        return self.running.alive() and (self.proxy is None or self.proxy.alive())
-
-    def stderr_tail(self) -> str:
-        return self.running.stderr_tail() + (("\n--- nginx in front ---\n" + self.proxy.stderr_tail())
-                                             if self.proxy else "")
-
-
-PROXY_START = threading.Lock()
-
-
-@contextlib.contextmanager
-def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_nginx: bool = False,
-             open_files: int | None = None) -> Iterator[Server]:
-    """Start a design the way the harness and tests start it; the one place the suite launches servers.
-
-    With open_files, under a lowered RLIMIT_NOFILE (prlimit); with behind_nginx, with
-    servers/nginx_reverse_proxy.conf in front. Every process is stopped on the way out.
-    """
-    port = processes.free_port()
-    wrapper = [] if open_files is None else ["prlimit", f"--nofile={open_files}:{open_files}", "--"]
-    with launcher.running_design(design, port, settings["delay"], log_dir, wrapper=wrapper) as server, \
-            contextlib.ExitStack() as front:
-        proxy = None
-        if behind_nginx:
-            with PROXY_START:  # reverse_proxy reuses one port per run: one proxy binds it, the next finds it busy
-                proxy = front.enter_context(launcher.reverse_proxy(PROXY_TEMPLATE, port, log_dir, None))
-        target = proxy or server
-        yield Server(design, target.host, target.port, server.process, server, server.command, proxy)
 
 
 def run_case(server: Server, case: Case, settings: dict[str, Any]) -> dict[str, Any]:
@@ -183,18 +137,6 @@ class SuiteStopped(Exception):
     """Raised inside a design's run when the suite is stopping; its servers are stopped on the way out."""
 
 
-@dataclass(frozen=True)
-class Subject:
-    """A design as the suite runs it: alone, or behind nginx."""
-
-    design: Design
-    behind_nginx: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.design.name + (PROXIED_SUFFIX if self.behind_nginx else "")
-
-
 def warm_up(server: Server) -> None:
     """A few requests first, so lazily started workers and pool threads are not counted as a case's leak."""
     with contextlib.suppress(OSError, ValueError):
@@ -237,16 +179,14 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     for case in own:
         if STOPPING.is_set():
             raise SuiteStopped
-        progress(f"{subject.name}: case {case.number} {case.id} (RLIMIT_NOFILE {settings['emfile_nofile']})")
+        progress(f"{subject.name}: case {case.number} {case.id} (RLIMIT_NOFILE lowered while it runs)")
         try:
-            with launched(subject.design, settings, log_dir / case.id, subject.behind_nginx,
-                          open_files=settings["emfile_nofile"]) as server:
+            with launched(subject.design, settings, log_dir / case.id, subject.behind_nginx) as server:
                 commands.append(server.command)
                 warm_up(server)
                 result = run_case(server, case, settings)
         except processes.ServerStartError as error:
-            problems.append(f"did not start under RLIMIT_NOFILE {settings['emfile_nofile']}: "
-                            f"{error.args[0].splitlines()[0]}")
+            problems.append(f"did not start for case {case.number}: {error.args[0].splitlines()[0]}")
             stderr_tail = error.stderr_tail
             continue
         results.append(result)
@@ -275,18 +215,6 @@ def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[s
             raise UnknownNameError("HTTP design", name, [design.name for design in http])
         subjects.append(Subject(design, behind))
     return subjects
-
-
-def tool_versions() -> dict[str, str]:
-    """nginx (the real server and the proxy) and prlimit, as they report themselves."""
-    versions = {}
-    for name, command in {"nginx": ["nginx", "-v"], "prlimit": ["prlimit", "--version"]}.items():
-        try:
-            result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=10)
-            versions[name] = (result.stderr or result.stdout).strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            versions[name] = f"{name}: not found"
-    return versions
 
 
 def most_connections_held(settings: dict[str, Any]) -> int:
