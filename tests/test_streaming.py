@@ -127,9 +127,10 @@ def fixture_record(tmp_path: Path) -> Path:
               "max_lag_seconds": {"min": 0.0, "median": 0.01, "p99": 0.02, "max": 0.02},
               "outcomes": {"clean": 10}, "slow_readers": [{"received_bytes": 2**20, "outcome": "open"}],
               "ended_after_stop_seconds": {"min": 0.05, "median": 0.06, "p99": 0.1, "max": 0.1}}
-    sample = {"t": 0.5, "pss_mib": 20.0, "rss_mib": 30.0, "threads": 11, "fds": 14, "processes": 1,
+    sample = {"t": 0.5, "pss_mib": 20.0, "rss_mib": 30.0, "threads": 1, "fds": 4, "processes": 1,
               "fresh_ms": 1.0}
-    row = {"status": "ok", "client": client, "samples": [sample, {**sample, "t": 1.0, "pss_mib": 22.0}],
+    row = {"status": "ok", "client": client,
+           "samples": [sample, {**sample, "t": 1.0, "pss_mib": 22.0, "threads": 11, "fds": 14}],
            "baseline_pss_mib": 20.0, "peak_pss_mib": 22.0, "peak_threads": 11, "peak_fds": 14,
            "fresh_ms_median": 1.0, "fresh_ms_max": 2.0, "fresh_failed": 0, "fresh_asked": 2,
            "events_expected": 100, "client_cpu_share": 0.2, "stop_seconds": 0.2}
@@ -150,7 +151,8 @@ def test_the_renderer_draws_every_table_and_the_plot_from_a_record(tmp_path: Pat
     results = fixture_record(tmp_path / "results")
     files = streaming_tables.streaming_files(results, tmp_path / "generated", tmp_path / "plots", "{source}\n")
     by_name = {path.name: text for path, text in files.items()}
-    assert "| sse-thread-pool | 10 of 10 | 11 | 20.0 → **22.0** | 204.8 |" in by_name["streaming-hold-cost.md"]
+    # Held at once: 14 descriptors at the peak, 4 before the streams; 2 MiB more over 10 streams.
+    assert "| sse-thread-pool | 10 of 10 | 10 | 11 | 20.0 → **22.0** | 204.8 |" in by_name["streaming-hold-cost.md"]
     assert "| sse-granian | failed: did not start |" in by_name["streaming-hold-cost.md"]
     assert "| sse-asyncio-streams | 95% | 0.01 / 0.02 | 1.0 / 2.0 | 0 of 2 |" in by_name["streaming-hold-timing.md"]
     assert "10 clean" in by_name["streaming-stop.md"]

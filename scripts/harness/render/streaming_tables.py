@@ -51,17 +51,21 @@ def _ms(value: float | None) -> str:
 
 
 def cost_table(record: dict[str, Any], phase: str) -> str:
-    lines = ["| design | streams held | threads | PSS MiB, before → peak | KiB per stream |", "|---|--:|--:|--:|--:|"]
+    lines = ["| design | streams served | held at once | threads | PSS MiB, before → peak | KiB per stream held |",
+             "|---|--:|--:|--:|--:|--:|"]
     for row in rows(record, phase):
         if row["status"] != "ok":
-            lines.append(failed_row(row, 5))
+            lines.append(failed_row(row, 6))
             continue
         client = row["client"]
-        held = client["streams_with_events"]
+        # Held at once: the most descriptors the server had open, less those it had before the streams (its
+        # listener, its loop's own): the connections actually held at the peak, the denominator per stream.
+        held = row["peak_fds"] - row["samples"][0]["fds"]
         growth = (row["peak_pss_mib"] - row["baseline_pss_mib"]) * 1024
-        per_stream = f"{growth / held:.1f}" if held else "–"
-        lines.append(f"| {row['design']} | {held:,} of {client['streams_asked']:,} | {row['peak_threads']:,} | "
-                     f"{row['baseline_pss_mib']:.1f} → **{row['peak_pss_mib']:.1f}** | {per_stream} |")
+        per_stream = f"{growth / held:.1f}" if held > 0 else "–"
+        lines.append(f"| {row['design']} | {client['streams_with_events']:,} of {client['streams_asked']:,} | "
+                     f"{held:,} | {row['peak_threads']:,} | {row['baseline_pss_mib']:.1f} → "
+                     f"**{row['peak_pss_mib']:.1f}** | {per_stream} |")
     return "\n".join(lines) + "\n"
 
 
@@ -86,10 +90,12 @@ def hold_caption(record: dict[str, Any], phase: str) -> str:
     settings = phase_settings(record, phase)
     pinning = record["environment"]["pinning"]
     return (f"*{settings['streams']:,} streams asked at once (`{settings['path']}`: a {settings['event_bytes']}-byte "
-            f"event every {settings['interval'] * 1000:g} ms for {settings['seconds']:g} s), one run per design. "
-            "Streams held: those that received at least one event. Threads: the most seen in `/proc/PID/task` "
-            "over the server's process group. PSS of the process group, before the streams and at its peak; "
-            "KiB per stream divides the growth by the streams held. An event's lag: when it arrived minus when "
+            f"event every {settings['interval'] * 1000:g} ms for {settings['seconds']:g} s), ⚠ one run per design. "
+            "Threads: the most seen in `/proc/PID/task` "
+            "over the server's process group. Streams served: those that received at least one event; held at "
+            "once: the most connections the server had open together (its open descriptors at the peak, less those "
+            "before the streams). PSS of the process group, before the streams and at its peak; KiB per stream "
+            "divides the growth by the streams held at once. An event's lag: when it arrived minus when "
             "it was due; per stream the largest, then the median and 99th percentile over streams. A fresh "
             "request about every half second on a new connection (from a third process), failed when "
             f"unanswered within 2 s. Server on CPU {pinning['server_cpu']}, client on CPU {pinning['load_tool_cpu']}; "
@@ -110,7 +116,7 @@ def slow_table(record: dict[str, Any]) -> str:
     lines += ["", f"*{settings['slow_readers']} slow clients at once, each asking for `{path}` (16 KiB every "
               "10 ms: 1.6 MB/s) and reading 4 KiB every 100 ms through a 4 KiB receive buffer (40 KiB/s). PSS of "
               "the server's process group, sampled every half second or so; the kernel's socket buffers are not in "
-              "it. One run per design.*"]
+              "it. ⚠ One run per design.*"]
     return "\n".join(lines) + "\n"
 
 
@@ -133,7 +139,7 @@ def stop_table(record: dict[str, Any]) -> str:
               "always stops it). Stop took: from the signal until no process of its group was left. How each "
               "stream ended, from its last bytes: clean (the body ended after a whole event, or a chunked body's "
               "last chunk), cut between events (chunked, closed without the last chunk), truncated (closed inside "
-              "an event), reset; and when, from the signal (median – latest). One run per design.*"]
+              "an event), reset; and when, from the signal (median – latest). ⚠ One run per design.*"]
     return "\n".join(lines) + "\n"
 
 
@@ -163,15 +169,17 @@ def design_file(record: dict[str, Any] | None, name: str) -> str:
     mine = [row for row in record["rows"] if row["design"] == name]
     if not mine:
         return NOT_MEASURED
-    lines = ["| phase | streams held | threads | PSS MiB, peak | fresh `GET /` ms, median |", "|---|--:|--:|--:|--:|"]
+    lines = ["| phase | streams served | threads | PSS MiB, peak | fresh `GET /` ms, median |", "|---|--:|--:|--:|--:|"]
     for row in mine:
         if row["status"] != "ok":
             lines.append(f"| {row['phase']} | failed | | | |")
             continue
-        lines.append(f"| {row['phase']} | {row['client']['streams_with_events']:,} | {row['peak_threads']:,} | "
+        client = row["client"]
+        served = (f"{client['streams_with_events']:,}" if client["streams_asked"]
+                  else f"{len(client['slow_readers'])} slow readers")
+        lines.append(f"| {row['phase']} | {served} | {row['peak_threads']:,} | "
                      f"{row['peak_pss_mib']:.1f} | {_ms(row['fresh_ms_median'])} |")
-    lines += ["", "*From `results/streaming.json`; the settings of each phase are under each table of "
-              "[Responses that stream](../../streaming.md).*"]
+    lines += ["", "*From `results/streaming.json`; each phase's settings are under its table above.*"]
     return "\n".join(lines) + "\n"
 
 
