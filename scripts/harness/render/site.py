@@ -51,6 +51,7 @@ from harness.render.cells import (
     summarise_cell,
 )
 from harness.render.conformance_tables import conformance_files
+from harness.render.database_tables import database_files
 from harness.render.deployment_tables import deployment_files
 from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
@@ -531,6 +532,11 @@ def python_versions_page_files(inputs: RenderInput) -> dict[Path, str]:
     return python_versions.python_versions_files(inputs.records, inputs.generated_dir, inputs.plots_dir, HEADER)
 
 
+def database_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The real-database page's tables (issue 21) and the guide's verdict on the simulated call."""
+    return database_files(inputs.records, inputs.generated_dir, HEADER)
+
+
 def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The idle-connections table (results/idle-connections/)."""
     return idle_tables.idle_files(inputs.generated_dir, HEADER, inputs.results_dir)
@@ -584,6 +590,7 @@ RENDERERS: list[Renderer] = [
     multi_process_page_files,
     python_versions_page_files,
     idle_page_files,
+    database_page_files,
     free_threaded_files,
     disclosed_settings_files,
     instructions_page_files,

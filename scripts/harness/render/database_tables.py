@@ -1,0 +1,190 @@
+"""Render the real-database records (issue 21): the real call beside the simulated one, the short queries, the pool.
+
+Reads records only (suites/runner.py measures them, in a scratch PostgreSQL). Three tables:
+
+- database-real-vs-simulated.md: from `database-sleep`, each design that makes the 100 ms call
+  for real (SELECT pg_sleep(0.1)) beside the design whose simulated call it replaces (SIMULATED_TWIN),
+  per client count: both rates, the real one as a share of the simulated one, both p99s.
+- database-queries.md: `database-single` and `database-multiple` (TechEmpower's single and multiple
+  queries) side by side, with the p99 of each answer's wait for a pool connection (X-Pool-Wait-Us).
+- database-pool.md: the `database-pool-N` records, one row per pool size and client count: the rate,
+  the cap N / 0.1 s that the pool puts on it, the latency and the wait for a connection.
+
+verdict.md is one generated sentence the guide pages include: did the simulated call tell the truth?
+Every rate carries its flags (cells.rate_label); a record not yet made leaves a line saying so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness.render.cells import cells_by_level, format_rate, rate_label, summarise_cell
+from harness.render.presentation import design_link, wide_table
+
+SLEEP_SCENARIO = "database-sleep"
+QUERY_SCENARIOS = {"database-single": "single query (GET /db)", "database-multiple": "20 queries (GET /queries)"}
+POOL_SIZES = (5, 10, 20)  # the database-pool-N scenarios: the budget is 20 connections, the largest pool
+POOL_SCENARIO = "database-pool-{size}"
+# The design each real-call design grows from: the same model with the call simulated (a sleep or a timer).
+SIMULATED_TWIN = {
+    "threads-psycopg-pool": "thread-pool-executor",
+    "thread-per-connection-psycopg": "thread-per-connection",
+    "gevent-psycopg": "gevent-thread-per-connection",
+    "asyncio-asyncpg": "asyncio-streams",
+    "asyncio-psycopg-pool": "asyncio-streams",
+    "gunicorn-gthread-psycopg": "gunicorn-gthread",
+    "uvicorn-asyncpg": "uvicorn",
+    "granian-asyncpg": "granian-asgi",
+}
+TRUTHFUL_SHARE = 0.9  # a real call within 10% of the simulated one's rate: the simulation told the truth
+
+
+def cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, Any]]:
+    """Every measured cell of a record, summarised, by (design, clients)."""
+    return {(design["name"], level): summarise_cell(runs) for design in record["designs"]
+            for level, runs in cells_by_level(design["runs"]).items()}
+
+
+def latency(cell: dict[str, Any] | None, key: str) -> str:
+    value = (cell or {}).get("latency", {}).get(key)
+    return "–" if value is None else (f"{value:,.0f}" if value >= 100 else f"{value:.1f}")
+
+
+def pool_wait_ms(cell: dict[str, Any] | None, key: str) -> str:
+    """The median over the cell's runs of each run's X-Pool-Wait-Us statistic `key`, in ms ('–' if none)."""
+    values = [run["header_statistic"][key] for run in (cell or {}).get("runs", [])
+              if (run.get("header_statistic") or {}).get(key) is not None]
+    if not values:
+        return "–"
+    middle = statistics.median(values) / 1000
+    return f"{middle:,.0f}" if middle >= 100 else f"{middle:.1f}"
+
+
+def footer(record: dict[str, Any]) -> str:
+    """Where the numbers come from: the record, its commit, the database's version, the runs."""
+    settings = record["settings"]
+    environment = record.get("environment", {})
+    postgres = next((part for part in record.get("database_command", []) if part.endswith("/postgres")), "PostgreSQL")
+    return (f"Median of {settings['repeat']} run(s) per cell, wrk for {settings['time_limit']:g} s, server pinned to "
+            f"one CPU and wrk to the other; PostgreSQL `{postgres}` with the settings the record keeps "
+            f"(`database_command`); commit `{str(environment.get('commit', '?'))[:10]}`, "
+            f"{record['mode']} run. Raw record: `results/{record['scenario']['id']}.json`.\n")
+
+
+def real_vs_simulated(record: dict[str, Any] | None) -> str:
+    """Each real-call design beside its simulated twin, per client count."""
+    if record is None:
+        return f"*Not measured yet: `python scripts/bench.py run --scenario {SLEEP_SCENARIO}`.*\n"
+    found = cells(record)
+    names = [design["name"] for design in record["designs"]]
+    rows = [("| Real call (pg_sleep) | Simulated twin | Clients | Req/s real / simulated | Real ÷ simulated | "
+             "p99 ms real / simulated |"), "|---|---|---|---|---|---|"]
+    for real in (name for name in names if name in SIMULATED_TWIN):
+        twin = SIMULATED_TWIN[real]
+        for clients in record["settings"]["concurrency"]:
+            real_cell, twin_cell = found.get((real, clients)), found.get((twin, clients))
+            if real_cell is None or twin_cell is None:
+                rows.append(f"| {design_link(real)} | {design_link(twin)} | {clients} | not measured | – | – |")
+                continue
+            share = real_cell["rate"]["median"] / twin_cell["rate"]["median"]
+            rows.append(f"| {design_link(real)} | {design_link(twin)} | {clients} | "
+                        f"{rate_label(real_cell, record=record)} / {rate_label(twin_cell, record=record)} | "
+                        f"{share:.0%} | {latency(real_cell, 'p99')} / {latency(twin_cell, 'p99')} |")
+    work = ("Work per request: read and parse the request head; the real design sends `SELECT pg_sleep(0.1)` on a "
+            "database connection (from its pool of 16, or its own) and waits for the row, the twin waits 0.1 s itself "
+            "(a sleep or a timer); both answer the same 133-byte page and close the connection.")
+    return "\n".join(rows) + "\n\n" + work + " " + footer(record)
+
+
+def queries_table(records: dict[str, dict[str, Any]]) -> str:
+    """database-single and database-multiple side by side, with the wait for a pool connection."""
+    present = {scenario: records[scenario] for scenario in QUERY_SCENARIOS if scenario in records}
+    if not present:
+        return "*Not measured yet: `python scripts/bench.py run --scenario database-single` (and `database-multiple`).*\n"
+    found = {scenario: cells(record) for scenario, record in present.items()}
+    names: list[str] = []
+    for record in present.values():
+        names += [design["name"] for design in record["designs"] if design["name"] not in names]
+    header = ["Design"]
+    for scenario, title in QUERY_SCENARIOS.items():
+        if scenario in present:
+            header += [f"{title}: req/s", "p99 ms", "pool wait p99 ms"]
+    rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        row = [design_link(name)]
+        for scenario, record in present.items():
+            clients = record["settings"]["concurrency"][0]
+            cell = found[scenario].get((name, clients))
+            row += ([rate_label(cell, record=record), latency(cell, "p99"), pool_wait_ms(cell, "p99")] if cell
+                    else ["not measured", "–", "–"])
+        rows.append("| " + " | ".join(row) + " |")
+    first = next(iter(present.values()))
+    work = (f"{first['settings']['concurrency'][0]} clients. Work per request: read and parse the request head; one "
+            "`SELECT id, randomnumber FROM world WHERE id = $1` (single) or twenty of them one after the other "
+            "(multiple) on one connection, random ids from 1 to 10,000; answer the same 133-byte page, the rows in a "
+            "header, and close. Pool wait: the time the request waited for a free connection (the header "
+            "`X-Pool-Wait-Us`, summarised by wrk); – for the designs with no pool (a connection per client).")
+    return "\n".join(rows) + "\n\n" + work + " " + footer(first)
+
+
+def pool_table(records: dict[str, dict[str, Any]]) -> str:
+    """One row per pool size and client count: rate against the pool's cap, latency, wait for a connection."""
+    present = {size: records[POOL_SCENARIO.format(size=size)] for size in POOL_SIZES
+               if POOL_SCENARIO.format(size=size) in records}
+    if not present:
+        return "*Not measured yet: `python scripts/bench.py run --scenario database-pool-20` (and -5, -10).*\n"
+    rows = ["| Pool | Clients | Req/s | Cap: pool ÷ 0.1 s | p50 / p99 ms | Wait for a connection p50 / p99 ms |",
+            "|---|---|---|---|---|---|"]
+    for size, record in present.items():
+        found = cells(record)
+        for clients in record["settings"]["concurrency"]:
+            cell = found.get((record["designs"][0]["name"], clients))
+            if cell is None:
+                rows.append(f"| {size} | {clients} | not measured | – | – | – |")
+                continue
+            cap = size / record["settings"]["delay"]
+            rows.append(f"| {size} | {clients} | {rate_label(cell, record=record)} | {format_rate(cap)} | "
+                        f"{latency(cell, 'p50')} / {latency(cell, 'p99')} | "
+                        f"{pool_wait_ms(cell, 'p50')} / {pool_wait_ms(cell, 'p99')} |")
+    first = next(iter(present.values()))
+    design = first["designs"][0]["name"]
+    work = (f"{design_link(design)}, one process, its pool of 5, 10 or 20 connections (`--pool-size`; 20 is the "
+            "budget). Work per request: read and parse the request head, wait for a free connection, send "
+            "`SELECT pg_sleep(0.1)` and wait for the row, answer the same 133-byte page and close.")
+    return "\n".join(rows) + "\n\n" + work + " " + footer(first)
+
+
+def verdict(record: dict[str, Any] | None) -> str:
+    """One sentence: at the most clients, how far each real call's rate fell from its simulated twin's."""
+    if record is None:
+        return "*Not measured yet.*\n"
+    found = cells(record)
+    clients = max(record["settings"]["concurrency"])
+    truthful, misled = [], []
+    for real, twin in SIMULATED_TWIN.items():
+        real_cell, twin_cell = found.get((real, clients)), found.get((twin, clients))
+        if real_cell and twin_cell:
+            share = real_cell["rate"]["median"] / twin_cell["rate"]["median"]
+            entry = f"{design_link(real)} {share:.0%}"
+            (truthful if share >= TRUTHFUL_SHARE else misled).append(entry)
+    told = ", ".join(truthful) or "none"
+    hid = ", ".join(misled) or "none"
+    return (f"At {clients} clients waiting on `SELECT pg_sleep(0.1)` (`results/{SLEEP_SCENARIO}.json`), the real call's "
+            f"rate as a share of the simulated twin's: within {1 - TRUTHFUL_SHARE:.0%} (the simulation told the truth) "
+            f"for {told}; lower (it did not) for {hid}.\n")
+
+
+def database_files(records: dict[str, dict[str, Any]], generated_dir: Path, header: str) -> dict[Path, str]:
+    """The database page's three tables and the guide's one-sentence verdict."""
+    directory = generated_dir / "database"
+    sleep = records.get(SLEEP_SCENARIO)
+    return {
+        directory / "real-vs-simulated.md": header.format(source=f"results/{SLEEP_SCENARIO}.json")
+        + wide_table(real_vs_simulated(sleep)),
+        directory / "queries.md": header.format(source="results/database-single.json, results/database-multiple.json")
+        + wide_table(queries_table(records)),
+        directory / "pool.md": header.format(source="results/database-pool-*.json") + pool_table(records),
+        directory / "verdict.md": header.format(source=f"results/{SLEEP_SCENARIO}.json") + verdict(sleep),
+    }
