@@ -20,6 +20,7 @@ RECORD = "streaming.json"
 # The stream designs, in table order (tests/test_streaming.py keeps this the catalogue's kind = "stream").
 STREAM_DESIGNS = ("sse-thread-per-connection", "sse-thread-pool", "sse-asyncio-streams", "sse-asyncio-no-drain",
                   "sse-uvicorn", "sse-granian")
+STREAM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")  # matplotlib's tab10, dark enough
 TOOL_BOUND_SHARE = 0.9  # the client used this share of its CPU or more: it may have been what limited the events
 OUTCOMES = ("clean", "cut between events", "truncated", "reset", "no answer", "open")
 NOT_MEASURED = ("*Not measured yet: no `results/streaming.json`. `python scripts/bench.py streaming --quick` "
@@ -152,12 +153,14 @@ def memory_plot(record: dict[str, Any]) -> str:
         if row["status"] != "ok":
             continue
         points = [(item["t"], item["pss_mib"]) for item in row["samples"] if item["pss_mib"] is not None]
-        axes.plot([t for t, _ in points], [value for _, value in points], label=row["design"],
-                  **{key: value for key, value in design_style(row["design"]).items() if key != "label"})
+        # The site's palette gives designs outside its sweeps one shared colour: here six lines need six.
+        colour = STREAM_COLOURS[STREAM_DESIGNS.index(row["design"]) % len(STREAM_COLOURS)]
+        axes.plot([t for t, _ in points], [value for _, value in points], label=row["design"], color=colour,
+                  marker=design_style(row["design"])["marker"], markersize=4)
     axes.set_xlabel("seconds since the slow clients began")
     axes.set_ylabel("PSS of the server, MiB")
     axes.set_title("Server memory under slow readers")
-    axes.legend(fontsize=8, frameon=False)
+    axes.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     axes.grid(alpha=0.3)
     return plots._to_svg(figure)
 
