@@ -58,9 +58,11 @@ from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files
 from harness.render.memory import memory_page
 from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
+from harness.render.predict import predict_files
 from harness.render.repeatability import leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
 from harness.render.survival import survival_files
+from harness.render.survival_grid import survival_grid_files
 from harness.render.timeline_player import SCENARIO_ID as TIMELINE_SCENARIO
 from harness.render.timeline_player import timeline_player_files
 
@@ -575,6 +577,16 @@ def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
     return deployment_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, inputs.records)
 
 
+def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """survive-grid.md: the hostile matrix as a coloured grid, its legend and a verdict per design."""
+    return survival_grid_files(inputs.results_dir, inputs.generated_dir)
+
+
+def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """predict/<design>.md: each design page's question, its measured answer folded beneath it (render/predict.py)."""
+    return predict_files(inputs.records, inputs.generated_dir)
+
+
 # The registry: every renderer, once. Together their files are every generated file of the site
 # (render --check compares exactly these; a file no renderer produces is reported as stale).
 RENDERERS: list[Renderer] = [
@@ -594,6 +606,8 @@ RENDERERS: list[Renderer] = [
     free_threaded_files,
     disclosed_settings_files,
     instructions_page_files,
+    predict_page_files,
+    survival_grid_page_files,
     timeline_player_page_files,
     deployment_page_files,
     streaming_page_files,
