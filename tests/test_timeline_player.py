@@ -1,0 +1,174 @@
+"""The timeline player (issue 23): the client's moments, the renderer's snippets, and the player in a browser.
+
+The record side: http_load.py's timeline gives each request its worker and its moments in order, and
+render/timeline_player.py turns a record into one snippet per design and the home page's pairs, or
+nothing for a record made before the moments existed. The browser side plays, pauses, steps and
+switches the pair on the built site (the session's strict build and server, shared with
+tests/test_browser.py), by mouse and by keyboard; it asserts the state the player publishes on its
+element (data-time, data-playing, data-pair), never a duration.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import started
+from harness.model.catalogue import load_catalogue
+from harness.model.paths import REPO_ROOT
+from harness.render.site import HEADER
+from harness.render.timeline_player import PAIRS, timeline_player_files
+
+# The browser's fixtures: the same server and Chromium as the site's other browser checks.
+from test_browser import browser, site_url  # noqa: F401 - pytest finds fixtures by name
+
+MOMENTS = ["start", "connected", "sent", "first_byte", "end", "closed"]
+WAIT_MS = 20_000  # generous: a busy shared machine may draw slowly; the assertions are about state, not speed
+
+
+def entry(index: int, worker: int, start: float, first_byte: float) -> dict[str, Any]:
+    return {"index": index, "intended_start": start, "start": start, "connected": start + 0.001,
+            "sent": start + 0.0011, "first_byte": first_byte, "end": first_byte + 0.0001,
+            "closed": first_byte + 0.0002, "status": 200, "result": "ok", "worker": worker}
+
+
+def record(designs: list[str], with_moments: bool = True) -> dict[str, Any]:
+    """A made-up timeline record: two workers, two requests each, answered one call apart."""
+    entries = [entry(0, 0, 0.0, 0.1), entry(1, 1, 0.0, 0.2), entry(2, 0, 0.1, 0.3), entry(3, 1, 0.2, 0.4)]
+    if not with_moments:
+        entries = [{key: value for key, value in item.items() if key in ("index", "start", "end", "result")}
+                   for item in entries]
+    return {"settings": {"delay": 0.1, "concurrency": [2], "requests": 4},
+            "environment": {"commit": "0123456789abcdef"}, "started_utc": "2026-11-25T20:00:00Z",
+            "designs": [{"name": name, "title": name, "model": "model", "status": "ok",
+                         "runs": [{"timeline": entries}]} for name in designs]}
+
+
+def player_data(content: str) -> dict[str, Any]:
+    match = re.search(r'data-timeline="([^"]*)"', content)
+    assert match, content[:200]
+    return json.loads(html.unescape(match.group(1)))
+
+
+def test_the_renderer_writes_a_snippet_per_design_and_the_pairs(tmp_path: Path) -> None:
+    names = sorted({name for _, first, second in PAIRS for name in (first, second)})
+    files = timeline_player_files(record(names), tmp_path, HEADER)
+    assert set(files) == {tmp_path / "timeline-player" / f"{name}.md" for name in [*names, "pairs"]}
+    one = player_data(files[tmp_path / "timeline-player" / "sequential-sockets.md"])
+    panel = one["panels"][0]
+    assert (panel["clients"], panel["call_ms"], panel["end_ms"], len(panel["requests"])) == (2, 100.0, 400.2, 4)
+    assert panel["fields"] == ["worker", *MOMENTS, "ok"]
+    assert panel["requests"][1] == [1, 0.0, 1.0, 1.1, 200.0, 200.1, 200.2, True]
+    pairs = player_data(files[tmp_path / "timeline-player" / "pairs.md"])["pairs"]
+    assert [[panel["design"] for panel in pair["panels"]] for pair in pairs] == [[first, second]
+                                                                              for _, first, second in PAIRS]
+
+
+def test_a_record_without_the_moments_gives_no_player(tmp_path: Path) -> None:
+    assert timeline_player_files(record(["sequential-sockets"], with_moments=False), tmp_path, HEADER) == {}
+    assert timeline_player_files(None, tmp_path, HEADER) == {}
+
+
+def test_the_client_records_each_requests_moments_in_order(tmp_path: Path) -> None:
+    with started(load_catalogue().design("thread-per-connection"), tmp_path, delay=0.05) as server:
+        completed = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "http_load.py"),
+                                    f"http://127.0.0.1:{server.port}/", "--requests", "6", "--concurrency", "3",
+                                    "--timeline", str(tmp_path / "timeline.json")],
+                                   capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    entries = json.loads((tmp_path / "timeline.json").read_text())
+    assert {item["worker"] for item in entries} == {0, 1, 2}
+    for item in entries:
+        moments = [item[name] for name in MOMENTS]
+        assert moments == sorted(moments), item
+        assert item["first_byte"] - item["sent"] >= 0.05 * 0.9, item  # the server's call lies between the two
+
+
+# --- the player in a browser ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def player_page(browser: object) -> Any:  # noqa: F811 - the fixture imported above
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def state(player: Any, name: str) -> str:
+    return player.get_attribute(f"data-{name}")
+
+
+def time_of(player: Any) -> int:
+    return int(state(player, "time"))
+
+
+def test_the_home_page_player_plays_steps_and_switches_pairs_by_mouse_and_keyboard(
+        player_page: Any, site_url: str) -> None:  # noqa: F811
+    page = player_page
+    page.goto(site_url)
+    player = page.locator(".timeline-player[data-ready]").first
+    player.wait_for(timeout=WAIT_MS)
+    assert state(player, "pair") == "0" and player.locator(".tp-panel").count() == 2
+    end = time_of(player)
+    assert end > 0, "the player opens on the whole run"
+
+    play = player.locator(".tp-play")
+    play.click()  # from the end, Play starts the run again from zero
+    page.wait_for_function("el => el.dataset.playing === 'true' && Number(el.dataset.time) > 0",
+                           arg=player.element_handle(), timeout=WAIT_MS)
+    play.click()
+    assert state(player, "playing") == "false"
+    paused = time_of(player)
+    page.wait_for_timeout(150)
+    assert time_of(player) == paused, "paused, the clock stands still"
+
+    # Keyboard only from here: focus a control and press keys.
+    player.locator(".tp-forward").focus()
+    page.keyboard.press("Home")
+    assert time_of(player) == 0
+    page.keyboard.press("Enter")
+    after_enter = time_of(player)
+    assert after_enter > 0
+    page.keyboard.press("Space")
+    assert time_of(player) > after_enter
+    page.keyboard.press("ArrowRight")
+    after_arrow = time_of(player)
+    page.keyboard.press("ArrowLeft")
+    assert time_of(player) < after_arrow
+    page.keyboard.press("End")
+    assert time_of(player) == end
+    live = player.locator(".tp-live")
+    assert re.search(r"\d ms\. .*waiting, \d+ in the call, \d+ answered", live.text_content()), live.text_content()
+
+    play.focus()
+    page.keyboard.press("Space")
+    page.wait_for_function("el => el.dataset.playing === 'true'", arg=player.element_handle(), timeout=WAIT_MS)
+    page.keyboard.press("Enter")
+    assert state(player, "playing") == "false"
+
+    second_pair = player.locator(".tp-pairs button").nth(1)
+    second_pair.focus()
+    page.keyboard.press("Enter")
+    assert state(player, "pair") == "1" and second_pair.get_attribute("aria-pressed") == "true"
+    names = player.locator(".tp-name strong").all_text_contents()
+    assert names == [PAIRS[1][1], PAIRS[1][2]]
+    assert PAIRS[1][1] in live.text_content(), "the switch is announced"
+
+
+def test_a_design_page_plays_its_own_run(player_page: Any, site_url: str) -> None:  # noqa: F811
+    page = player_page
+    page.goto(site_url + "designs/thread-per-connection/")
+    player = page.locator(".timeline-player[data-ready]").first
+    player.wait_for(timeout=WAIT_MS)
+    assert player.locator(".tp-name strong").all_text_contents() == ["thread-per-connection"]
+    assert player.locator(".tp-chart svg rect").count() > 0, "the bars are drawn"
+    player.locator(".tp-back").click()
+    assert time_of(player) < int(player.locator(".tp-scrub").get_attribute("max"))
