@@ -48,18 +48,23 @@ OVERFLOWING = """() => {
     .filter(el => el.getBoundingClientRect().right > width + 1 && !scrolls(el))
     .slice(0, 5).map(el => el.tagName.toLowerCase() + "." + [...el.classList].join(".") + ": " + (el.textContent || "").trim().slice(0, 60));
 }"""
-# Tables wider than the content column, with every collapsed block opened first (a table behind a
-# toggle must fit too once opened). Material makes a table an inline-block that scrolls inside itself,
-# so scrollWidth is the width its content needs. Tables marked `wide-table` (harness/render/presentation.py)
-# may be wider, but must pin their first column. Returns [problems, tables measured, wide tables].
+# Tables wider than the content column at 1280 px. Material makes a table an inline-block that scrolls
+# inside itself, so scrollWidth is the width its content needs. First as the page opens: every table a
+# reader sees fits, with no exception (the issue measured 18 pages failing this). Then with every
+# collapsed block opened (a table behind a toggle must fit too once opened), except the tables marked
+# `wide-table` (harness/render/presentation.py: the "Every column" tables behind their toggle), which
+# may be wider but must keep their first column in view. Returns [problems, tables measured, wide tables].
 TABLES = """() => {
-  document.querySelectorAll(".md-content details").forEach(details => { details.open = true; });
   const column = document.querySelector(".md-content .md-typeset");
   const width = column.clientWidth;
-  const tables = [...column.querySelectorAll("table")];
   const name = table => [...table.querySelectorAll("th")].slice(0, 3).map(th => th.textContent.trim()).join(" | ")
     + " / " + (table.querySelector("td") || {textContent: ""}).textContent.trim().slice(0, 40);
   const problems = [];
+  for (const table of column.querySelectorAll("table")) {
+    if (table.scrollWidth > width + 1) problems.push(`as the page opens, ${table.scrollWidth} px in a ${width} px column: ` + name(table));
+  }
+  document.querySelectorAll(".md-content details").forEach(details => { details.open = true; });
+  const tables = [...column.querySelectorAll("table")];
   for (const table of tables) {
     if (table.closest(".wide-table")) {  // scrolled to its end, its first column must still be in view
       const first = table.querySelector("td"), wrap = table.closest(".md-typeset__scrollwrap");
@@ -70,11 +75,16 @@ TABLES = """() => {
         if (scrolledAway) problems.push("marked wide, but its first column scrolls away: " + name(table));
       }
     } else if (table.scrollWidth > width + 1) {
-      problems.push(`${table.scrollWidth} px in a ${width} px column: ` + name(table));
+      problems.push(`opened, ${table.scrollWidth} px in a ${width} px column: ` + name(table));
     }
   }
   return [problems, tables.length, tables.filter(table => table.closest(".wide-table")).length];
 }"""
+# At 390 px: tables that scroll sideways without the "scroll →" line above them (docs/assets/site.js).
+SILENT_SCROLLERS = """() => [...document.querySelectorAll(".md-typeset__scrollwrap")]
+  .filter(wrap => wrap.scrollWidth > wrap.clientWidth + 1)
+  .filter(wrap => !(wrap.previousElementSibling && wrap.previousElementSibling.classList.contains("scroll-hint")))
+  .map(wrap => (wrap.querySelector("th") || {textContent: ""}).textContent.trim().slice(0, 40))"""
 MERMAID = """() => [...document.querySelectorAll(".mermaid")].map(el =>
   el.shadowRoot && el.shadowRoot.querySelector("svg") ? "svg" : el.tagName.toLowerCase() + ": " + el.textContent.trim().slice(0, 40))"""
 IMAGES = """() => [...document.querySelectorAll(".md-content img")].map(img =>
@@ -94,6 +104,7 @@ class Visit:
     overflow: dict[int, list[str]] = field(default_factory=dict)
     wide_tables: list[str] = field(default_factory=list)  # at 1280 px: tables wider than the content column
     tables: tuple[int, int] = (0, 0)  # (tables measured, of which marked wide on purpose)
+    silent_scrollers: list[str] = field(default_factory=list)  # at 390 px: scrolling tables that do not say so
     serious_violations: list[str] = field(default_factory=list)
 
 
@@ -191,6 +202,8 @@ def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]
                         f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
                         for violation in violations if violation["impact"] in ("serious", "critical")]
                 visit.overflow[width] = page.evaluate(OVERFLOWING)
+                if width == PHONE:
+                    visit.silent_scrollers = page.evaluate(SILENT_SCROLLERS)
                 if path in SCREENSHOT_OF and width == WIDE:
                     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
@@ -234,12 +247,43 @@ def test_no_page_overflows_sideways_on_a_desktop_or_a_phone(visits: dict[str, Vi
     assert overflowing == {}
 
 
-def test_every_table_fits_the_content_column_at_1280_px_unless_it_scrolls_with_its_first_column_pinned(
+def test_every_table_fits_the_content_column_at_1280_px_and_only_a_toggled_wide_one_scrolls(
         visits: dict[str, Visit]) -> None:
     measured, wide = (sum(visit.tables[index] for visit in visits.values()) for index in (0, 1))
     assert measured >= 50 and wide >= 1, f"only {measured} tables, {wide} marked wide: the check would pass on nothing"
     found = problems(visits, "wide_tables")
     assert found == {}, "\n".join(f"{path}: {tables}" for path, tables in found.items())
+
+
+def test_a_table_that_scrolls_on_a_phone_says_so(visits: dict[str, Visit]) -> None:
+    assert problems(visits, "silent_scrollers") == {}
+
+
+# Issue 23's diagrams, drawn where the pages describe them in words: page -> Mermaid diagrams at least.
+DIAGRAMS = {"keep-alive/": 1, "designs/async-101-naive-sync/": 2, "many-cores/": 1, "survive/": 1, "database/": 1}
+
+
+def test_the_diagrams_the_pages_describe_are_drawn_as_svg(visits: dict[str, Visit]) -> None:
+    drawn = {path: visits[path].mermaid.count("svg") if path in visits else 0 for path in DIAGRAMS}
+    assert {path: count for path, count in drawn.items() if count < DIAGRAMS[path]} == {}, drawn
+
+
+def test_plots_follow_the_dark_scheme(browser: object, site_url: str, visits: dict[str, Visit]) -> None:
+    """A plot is an <img>: in the dark scheme the page turns it around (site.css), in the light one it is left alone."""
+    context = browser.new_context(viewport={"width": WIDE, "height": 900})
+    try:
+        page = context.new_page()
+        filters = {}
+        for scheme in ("dark", "light"):
+            page.emulate_media(color_scheme=scheme)
+            page.goto(site_url + "many-cores/")
+            page.evaluate("() => localStorage.clear()")  # Material remembers a toggled scheme; follow the media
+            page.reload()
+            filters[scheme] = page.locator(".md-content img[src*='plots/']").first.evaluate(
+                "img => getComputedStyle(img).filter")
+        assert "invert" in filters["dark"] and filters["light"] == "none", filters
+    finally:
+        context.close()
 
 
 def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:

@@ -130,9 +130,9 @@ def test_the_renderer_explains_every_mark_and_gives_a_verdict_per_design(tmp_pat
     (tmp_path / "conformance.json").write_text(json.dumps(fixture_record()), encoding="utf-8")
     files = {path.name: text for path, text in conformance_tables.conformance_files(tmp_path, tmp_path / "gen").items()}
     matrix = files["conformance-matrix.md"]
-    for mark in ("✔", "≈", "✘", "–"):
-        assert f"| {mark} |" in matrix
-    assert "| 200+200 |" in matrix and "✘ 200+200" in matrix
+    for mark in ("✔", "≈", "✘", "–"):  # each on its verdict's colour (the survival grid's classes)
+        assert f'">{mark}</span> |' in matrix
+    assert "| 200+200 |" in matrix and '✘</span> 200+200' in matrix
     summary = files["conformance-summary.md"]
     assert "passes 1 of 3; fails no Host → 200, CL.TE → 200+200" in summary
     assert "answered `200+200` (`asyncio-streams`): the bytes a front end counted as body (by Content-Length) are " \

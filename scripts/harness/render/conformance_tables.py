@@ -57,12 +57,23 @@ def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+# Each verdict's colour in the matrix (docs/assets/site.css, the survival grid's classes): a cell reads at a glance.
+COLOURS = {"pass": "sv-robust", "lenient": "sv-weak", "fail": "sv-stalled", "n/a": "sv-na"}
+
+
+def mark(verdict: str) -> str:
+    """The verdict's mark on its colour."""
+    return f'<span class="sv {COLOURS[verdict]}">{MARKS[verdict]}</span>'
+
+
 def cell(result: dict[str, Any]) -> str:
-    return f"{MARKS[result['verdict']]} {_escape(result['code'])}"
+    return f"{mark(result['verdict'])} {_escape(result['code'])}"
 
 
 def legend() -> str:
-    lines = ["| Mark | Meaning |", "|---|---|"] + [f"| {mark} | {meaning} |" for mark, meaning in LEGEND.items()]
+    verdict_of = {symbol: verdict for verdict, symbol in MARKS.items()}
+    lines = ["| Mark | Meaning |", "|---|---|"] + [
+        f"| {mark(verdict_of[symbol]) if symbol in verdict_of else symbol} | {meaning} |" for symbol, meaning in LEGEND.items()]
     lines += ["", "| Shown | Meaning |", "|---|---|"] + [f"| {code} | {meaning} |" for code, meaning in CODES.items()]
     return "\n".join(lines) + "\n"
 
