@@ -50,6 +50,7 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 pools: list[asyncpg.Pool] = []  # the process's one pool, once the lifespan start-up has opened it
 
 
@@ -82,7 +83,7 @@ async def lifespan(receive, send) -> None:
 
 
 async def app(scope: dict, receive, send) -> None:
-    """Answer GET with BODY after its query, anything else with 405."""
+    """Answer GET with BODY (BIG_BODY at /big) after its query, anything else with 405."""
     if scope["type"] == "lifespan":
         return await lifespan(receive, send)
     if scope["type"] != "http":
@@ -93,8 +94,10 @@ async def app(scope: dict, receive, send) -> None:
     else:
         try:
             result, waited_us = await run_query(pools[0], PATH_QUERIES.get(scope["path"], QUERY), DELAY)
-            status, body = 200, BODY
-            headers = [(b"content-type", b"text/html; charset=utf-8"), (b"connection", b"close"),
+            big = scope["path"] == "/big"
+            status, body = 200, BIG_BODY if big else BODY
+            content_type = b"text/plain" if big else b"text/html; charset=utf-8"
+            headers = [(b"content-type", content_type), (b"connection", b"close"),
                        (b"x-query-result", result.encode()), (b"x-pool-wait-us", str(waited_us).encode())]
         except (IndexError, *DATABASE_ERRORS) as error:  # no pool (no lifespan), a failed query, or no connection
             print(f"database error: {error!r}", file=sys.stderr, flush=True)

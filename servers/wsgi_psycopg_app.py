@@ -50,6 +50,7 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
@@ -69,7 +70,7 @@ def run_query(pool: ConnectionPool, query: str, delay: float) -> tuple[str, int]
 
 
 def make_app(pool: ConnectionPool, query: str, delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
-    """A WSGI application that answers GET with BODY after its query, anything else with 405."""
+    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after its query, anything else with 405."""
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         if environ["REQUEST_METHOD"] != "GET":
@@ -85,9 +86,11 @@ def make_app(pool: ConnectionPool, query: str, delay: float) -> Callable[[dict, 
             start_response("503 Service Unavailable", [("Content-Type", "text/plain; charset=utf-8"),
                                                        ("Content-Length", str(len(body)))])
             return [body]
-        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(BODY))),
+        big = environ["PATH_INFO"] == "/big"
+        body, content_type = (BIG_BODY, "text/plain") if big else (BODY, "text/html; charset=utf-8")
+        start_response("200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body))),
                                   ("X-Query-Result", result), ("X-Pool-Wait-Us", str(waited_us))])
-        return [BODY]
+        return [body]
 
     return app
 
