@@ -441,8 +441,9 @@ def simulated_cpu_work(iterations: int) -> int:
 # --8<-- [end:plumbing]
 
 
+# --8<-- [start:usable-cpus]
 def usable_cpus() -> int:
-    """The CPUs this process may use: its affinity mask, capped by its cgroup v2 CPU quota (rounded up).
+    """The CPUs this process may use: its affinity mask, capped by its cgroup's CPU quota (rounded up).
 
     os.cpu_count() counts the machine's CPUs, and os.process_cpu_count() (3.13) only the affinity
     mask (taskset, docker --cpuset-cpus); a container limited with docker --cpus or Kubernetes'
@@ -501,6 +502,7 @@ def quotas_up_to(mount_point: str, relative: str, version: int) -> list[int]:
         if quota not in ("max", "-1"):
             limits.append(-(-int(quota) // int(period)))  # rounded up: 1.5 CPUs' worth of time is 2 workers
     return limits
+# --8<-- [end:usable-cpus]
 
 
 def main() -> None:

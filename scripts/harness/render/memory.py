@@ -79,6 +79,7 @@ def is_sweep(record: dict[str, Any]) -> bool:
 def is_single_level(record: dict[str, Any]) -> bool:
     """One concurrency level with peak RSS: no slope of its own, but it may extend a sweep."""
     return (not is_rate_sweep(record) and len(record["settings"]["concurrency"]) == 1
+            and not record["settings"].get("sizes")  # a sizing sweep's cells differ by count, not by level
             and any(peak_memory_by_level(design) for design in record["designs"]))
 
 

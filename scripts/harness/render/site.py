@@ -61,6 +61,7 @@ from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_tabl
 from harness.render.predict import predict_files
 from harness.render.repeatability import leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
+from harness.render.sizing_tables import is_sizing, sizing_files
 from harness.render.survival import survival_files
 from harness.render.survival_grid import survival_grid_files
 from harness.render.timeline_player import SCENARIO_ID as TIMELINE_SCENARIO
@@ -500,6 +501,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
     files: dict[Path, str] = {}
     by_design: dict[str, list[str]] = {name: [] for name in inputs.design_names}
     for scenario_id, record in inputs.records.items():
+        if is_sizing(record):  # a sizing sweep's runs differ by count: its own tables (sizing_page_files)
+            continue
         header = HEADER.format(source=f"results/{scenario_id}.json")
         files[inputs.generated_dir / f"{scenario_id}.md"] = header + scenario_table(record)
         for design in record["designs"]:
@@ -509,6 +512,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
         for plot_name, svg in plots.scenario_plots(record).items():
             files[inputs.plots_dir / plot_name] = svg
     for scenario_id in inputs.scenario_ids:
+        if scenario_id.startswith("sizing-"):
+            continue  # sizing_page_files writes their "not measured yet" lines too
         if scenario_id not in inputs.records:  # a page may include a scenario's table before its first record
             files[inputs.generated_dir / f"{scenario_id}.md"] = HEADER.format(source="the catalogue") + (
                 f"*Not measured yet: no `results/{scenario_id}.json`. "
@@ -582,6 +587,11 @@ def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
     return survival_grid_files(inputs.results_dir, inputs.generated_dir)
 
 
+def sizing_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The sizing page: a table and a plot per sizing sweep, and the rules (render/sizing_tables.py)."""
+    return sizing_files(inputs.records, inputs.generated_dir, inputs.plots_dir)
+
+
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
     """predict/<design>.md: each design page's question, its measured answer folded beneath it (render/predict.py)."""
     return predict_files(inputs.records, inputs.generated_dir)
@@ -611,6 +621,7 @@ RENDERERS: list[Renderer] = [
     timeline_player_page_files,
     deployment_page_files,
     streaming_page_files,
+    sizing_page_files,
 ]
 
 

@@ -1,0 +1,88 @@
+"""Sizing sweeps (scenario settings sizes / size_arguments) and their rendering (render/sizing_tables.py).
+
+The runner restarts a swept design once per count with its size arguments appended; these tests
+check the catalogue's rules for a sweep, the command each count gets, the plan's cell count, and
+the renderer's arithmetic on a small record: Little's law beside each cell, memory divided by the
+processes actually held, and the generic scenario tables leaving a sweep to its own page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness.model.catalogue import load_catalogue
+from harness.model.settings import SettingsError, check_sizes
+from harness.render import sizing_tables
+from harness.suites import plan
+
+CATALOGUE = load_catalogue()
+
+
+def test_a_sweep_names_only_the_scenarios_designs_each_with_a_size_argument() -> None:
+    check_sizes("here", {"sizes": {"prefork": [1, 2]}, "size_arguments": {"prefork": ["--workers", "{size}"]}},
+                ["prefork"])
+    with pytest.raises(SettingsError, match="not one of its designs"):
+        check_sizes("here", {"sizes": {"uvicorn": [1]}, "size_arguments": {"uvicorn": ["--workers", "{size}"]}},
+                    ["prefork"])
+    with pytest.raises(SettingsError, match="no argument with"):
+        check_sizes("here", {"sizes": {"prefork": [1]}, "size_arguments": {"prefork": ["--workers", "4"]}},
+                    ["prefork"])
+
+
+def test_each_count_appends_its_arguments_after_the_designs_own_and_the_plan_counts_every_count() -> None:
+    scenario = CATALOGUE.scenario("sizing-waiting")
+    settings = scenario.settings(quick=False)
+    prefork = CATALOGUE.design("prefork")
+    assert plan.sizes(settings, prefork) == [1, 2, 4, 8, 16]
+    command = plan.sized_design(settings, prefork, 4).command
+    assert command[:len(prefork.command)] == prefork.command and command[-2:] == ["--workers", "4"]
+    assert plan.sized_design(settings, prefork, None) is prefork
+    assert plan.sizes({}, prefork) == [None]
+    designs = [CATALOGUE.design(name) for name in scenario.designs]
+    counted = sum(len(plan.sizes(settings, design)) for design in designs) * settings["repeat"]
+    assert len(plan.plan_cells(settings, designs, with_ceiling=True)) == counted + 1  # and the ceiling's cell
+
+
+def run(size: int, rate: float, cpu_per_1000: float, pss: float, processes: int) -> dict[str, Any]:
+    return {"size": size, "concurrency": 64, "error": None, "requests_per_second": rate, "failed": 0,
+            "complete": int(rate * 3), "requests_requested": 0, "duration_s": 3.0,
+            "latency_ms": {"mean": 64 / rate * 1000, "p50": 100.0, "p99": 120.0},
+            "server_resources": {"cpu_seconds_per_1000_requests": cpu_per_1000, "peak_pss_mib": pss,
+                                 "peak_processes": processes}}
+
+
+RECORD = {
+    "scenario": {"id": "sizing-waiting", "title": "Sizing, waiting handler: a test"},
+    "settings": {"delay": 0.1, "concurrency": [64], "repeat": 2, "sizes": {"prefork": [1, 4]}},
+    "environment": {"pinning": {"server_cpu": "0,1", "load_tool_cpu": "1"}, "commit": "0123456789ab"},
+    "started_utc": "2026-11-25T21:00:00Z",
+    "ceiling": None,
+    "designs": [{"name": "prefork", "model": "pre-fork", "status": "ok", "problems": [],
+                 "runs": [run(1, 9.9, 0.5, 20.0, 2), run(1, 9.8, 0.5, 20.0, 2),
+                          run(4, 39.0, 0.5, 50.0, 5), run(4, 39.5, 0.5, 50.0, 5)]}],
+}
+
+
+def test_littles_law_is_the_count_over_the_time_each_request_holds_it_capped_by_the_cpus() -> None:
+    assert sizing_tables.littles_law(RECORD, 4, 0.0005) == pytest.approx(4 / 0.1005)
+    computing = {**RECORD, "settings": {**RECORD["settings"], "delay": 0}}
+    assert sizing_tables.littles_law(computing, 16, 0.005) == pytest.approx(2 / 0.005)  # the 2 CPUs bind
+    threads, loop = {"model": "thread pool"}, {"model": "processes + event loops"}
+    assert sizing_tables.in_flight(threads, 4, 64) == 4 and sizing_tables.in_flight(threads, 128, 64) == 64
+    assert sizing_tables.in_flight(loop, 1, 64) == 64  # an event loop holds every connection
+
+
+def test_the_table_gives_each_count_its_row_with_memory_per_process_held() -> None:
+    table = sizing_tables.sizing_table(RECORD)
+    assert "| 1 | **9.8** |" in table.replace("9.9", "9.8") or "| 1 | **9.9** |" in table
+    assert "50 / 5 = 10.0" in table  # peak PSS of the group over the 5 processes it held
+    assert "20 / 2 = 10.0" in table
+    assert "39.8" in table  # Little's law at 4: 4 / (0.1 s + 0.5 ms)
+
+
+def test_the_generic_scenario_tables_leave_a_sizing_sweep_to_its_own_page() -> None:
+    assert sizing_tables.is_sizing(RECORD)
+    assert not sizing_tables.is_sizing({"settings": {"delay": 0.1}})
+    found = sizing_tables.best(RECORD, "prefork")
+    assert found is not None and found[0] == 4  # the smallest count within 90% of the best median
