@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.render.cells import format_rate, rate_label, summarise_cell, spread_warning
+from harness.render.cells import format_rate, rate_flags, rate_label, spread_warning, summarise_cell
 from harness.render.presentation import design_link, design_style, wide_table
 
 SCENARIOS = ("sizing-waiting", "sizing-computing", "sizing-mixed", "sizing-deployed")  # closed loop, one table each
@@ -210,7 +210,9 @@ def figure(record: dict[str, Any] | None, design_name: str, size: int) -> str:
     cell = at(record, design_name, size)
     if cell is None:
         return "not measured"
-    return (f"{format_rate(cell['rate']['median'])} req/s at {size}{spread_warning(cell['rate'])} "
+    ceiling_runs = (record.get("ceiling") or {}).get("runs") or []
+    ceiling = statistics.median(run["requests_per_second"] for run in ceiling_runs) if ceiling_runs else None
+    return (f"{format_rate(cell['rate']['median'])} req/s at {size}{rate_flags(cell, ceiling, record=record)} "
             f"(`{record['scenario']['id']}`)")
 
 
