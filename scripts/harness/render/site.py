@@ -185,14 +185,13 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
-    batch = "batch " if (settings.get("pipeline_depth") or 1) > 1 else ""  # timed per batch: caption() says so
     if every_column:
-        chosen.append((f"Latency{' of a batch' if batch else ''} p50 / p90 / p99 / max (ms)", _percentiles))
+        chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
         if any((run.get("latency_ms") or {}).get("mode") is not None
                for design in record["designs"] for run in design["runs"]):
             chosen.append(("Mean / mode (ms)", _mean_mode))
     else:
-        chosen.append((f"{batch}p50 / p99 ms", _p50_p99))
+        chosen.append(("p50 / p99 ms", _p50_p99))
     chosen.append(("Failed", _failed))
     if published.get("failed"):
         chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
@@ -299,6 +298,11 @@ def longer_levels_label(settings: dict[str, Any]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def designs_python(record: dict[str, Any]) -> str:
+    """The CPython release the designs ran on, as the interpreter reported it ("3.12.1"), or the version asked for."""
+    return (record.get("interpreter") or {}).get("version") or record["settings"]["python"]
+
+
 def caption(record: dict[str, Any]) -> str:
     """How the numbers were made, in one paragraph under each table."""
     settings, environment = record["settings"], record["environment"]
@@ -319,10 +323,6 @@ def caption(record: dict[str, Any]) -> str:
         amount = (f"{scheduled:g} s of scheduled requests" if scheduled else amount) + " per rate"
         load = (f"in open loop at {', '.join(f'{rate:g}' for rate in settings['rate'])} requests/s offered, "
                 f"at most {settings['concurrency'][0]:,} in flight")
-    depth = settings.get("pipeline_depth") or 1
-    if depth > 1:  # wrk times a batch of pipelined requests, not each request
-        load += (f", {depth} requests written at once per connection (latency: from writing a batch to its last "
-                 "answer, wrk's correction for coordinated omission applied per batch)")
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
@@ -333,7 +333,7 @@ def caption(record: dict[str, Any]) -> str:
             f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
             f"Linux {environment['kernel']}, Python {environment['python']}"
-            f"{' (harness; the designs ran on CPython ' + settings['python'] + ')' if settings.get('python') else ''}, {tools}; "
+            f"{' (harness; the designs ran on CPython ' + designs_python(record) + ')' if settings.get('python') else ''}, {tools}; "
             f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 

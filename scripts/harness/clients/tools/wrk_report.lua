@@ -7,7 +7,7 @@
 
 local MARKER = "wrk_report.lua: json follows"
 
-function number(value)
+local function number(value)
   if value ~= value then
     return "null"  -- NaN is not JSON; wrk.py then records the run's error instead of a number
   end
@@ -18,9 +18,7 @@ function number(value)
   return string.format("%.3f", value)
 end
 
--- One JSON line from wrk's summary and a table of latency statistics (mean, min, max, p50, p90, p99),
--- in microseconds. wrk_pipeline.lua passes its own statistics of batches.
-function report_json(summary, latency)
+done = function(summary, latency, requests)  -- requests: per-thread rates, not used
   local errors = summary.errors
   local fields = {
     '"requests": ' .. number(summary.requests),
@@ -36,14 +34,9 @@ function report_json(summary, latency)
       .. '"mean": ' .. number(latency.mean)
       .. ', "min": ' .. number(latency.min)
       .. ', "max": ' .. number(latency.max)
-      .. ', "p50": ' .. number(latency.p50)
-      .. ', "p90": ' .. number(latency.p90)
-      .. ', "p99": ' .. number(latency.p99) .. '}',
+      .. ', "p50": ' .. number(latency:percentile(50))
+      .. ', "p90": ' .. number(latency:percentile(90))
+      .. ', "p99": ' .. number(latency:percentile(99)) .. '}',
   }
   io.write(MARKER, "\n", "{", table.concat(fields, ", "), "}", "\n")
-end
-
-done = function(summary, latency, requests)  -- requests: per-thread rates, not used
-  report_json(summary, {mean = latency.mean, min = latency.min, max = latency.max,
-                        p50 = latency:percentile(50), p90 = latency:percentile(90), p99 = latency:percentile(99)})
 end
