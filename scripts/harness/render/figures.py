@@ -27,6 +27,14 @@ that its sentence shows the flag and claims no more than the cell holds; without
 it rendering fails with a FigureError naming the figure and the flag, so a flag
 cannot get lost on the way to prose.
 
+A figure also carries its cell's repeat flag: when results/rerun/ holds a second run
+that is a repeat pair of the record (repeatability.not_comparable finds nothing: two
+consecutive runs of one commit on one kernel, same settings) and run B's median of the
+cell lies outside the interval run A's repetitions give its median (the criterion of
+the repeatability page, repeatability.Cell.agrees), the figure says so after the number
+(' ⚠ second run 3,040 req/s (−30%)'). That flag is carried, never refused: the figure is
+still this run's median, and the flag tells the reader the next run put it elsewhere.
+
 A figure also names where it comes from: the record and the day it was measured,
 after the number in small type ("17,706 req/s [sweep-hello, 2026-11-24]"). Two
 pages that quote the same design from two experiments (a peak run and a pipelining
@@ -41,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, rate_flags, summarise_cell
+from harness.render.repeatability import compare_cells, not_comparable
 
 
 class FigureError(ValueError):
@@ -128,7 +137,20 @@ class Figure:
         ceiling = None if design.get("is_ceiling") else ceilings(record).get(self.level)
         return rate_flags(cell, ceiling, record=record)
 
-    def value(self, records: dict[str, dict[str, Any]]) -> str:
+    def repeat_flag(self, first: dict[str, Any], second: dict[str, Any] | None) -> str:
+        """' ⚠ second run 3,040 req/s (−30%)' when the repeat pair's run B put this cell's median outside run A's
+        interval (repeatability.Cell.agrees); '' without a second run, for a pair that is not a repeat pair (the
+        repeatability page says why), or when B agrees."""
+        if second is None or not_comparable(first, second):
+            return ""
+        cell = next((cell for cell in compare_cells(first, second)
+                     if (cell.design, cell.level) == (self.design, self.level)), None)
+        if cell is None or not cell.compared or cell.agrees or cell.first is None or cell.second is None:
+            return ""
+        change = (cell.second - cell.first) / cell.first
+        return f" ⚠ second run {format_rate(cell.second)} req/s ({'−' if change < 0 else '+'}{abs(change):.0%})"
+
+    def value(self, records: dict[str, dict[str, Any]], rerun_records: dict[str, dict[str, Any]] | None = None) -> str:
         """The median with its unit and its cell's flag, as the page prints it; a flagged cell needs allow_flagged."""
         if self.metric not in METRICS:
             raise FigureError(f"figure {self.name!r}: unknown metric {self.metric!r} (known: {', '.join(METRICS)})")
@@ -145,7 +167,7 @@ class Figure:
                               f"results/{self.scenario}.json is flagged{flag}; rewrite the sentence so it does not "
                               f"lean on this number and drop the figure, or declare it allow_flagged=True and let "
                               f"the sentence show the flag")
-        return shown + flag
+        return shown + flag + self.repeat_flag(records[self.scenario], (rerun_records or {}).get(self.scenario))
 
     def citation(self, records: dict[str, dict[str, Any]]) -> str:
         """Which record and which day: shown after the number, so a reader can tell two experiments apart."""
@@ -183,6 +205,7 @@ SITE_FIGURES: list[Figure] = [
     *_figures("sweep-10k", "epoll-loop", 10000, ["rate", "cpu"], "tenk-epoll", allow_flagged=True),
     *_figures("sweep-10k", "nginx", 10000, ["rate", "cpu"], "tenk-nginx", allow_flagged=True),
     *_figures("sweep-10k", "asyncio-streams", 10000, ["rate"], "tenk-streams", allow_flagged=True),
+    # Its second run's medians at 10,000 clients fell outside this run's intervals: the figures carry the repeat flag.
     *_figures("async-python-part-1", "threaded-echo", 10000, ["rate", "failed", "rss"], "echo-threads-c10000"),
     *_figures("async-python-part-1", "asyncio-echo", 10000, ["rate", "failed", "rss"], "echo-asyncio-c10000"),
     # CPU-bound work on two cores.
@@ -215,8 +238,10 @@ SITE_FIGURES: list[Figure] = [
 ]
 
 
-def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] = tuple(SITE_FIGURES)) -> str:
-    """Every figure as a snippet section, in the order given; raises FigureError on the first that fails."""
+def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] = tuple(SITE_FIGURES),
+                 rerun_records: dict[str, dict[str, Any]] | None = None) -> str:
+    """Every figure as a snippet section, in the order given, each with its flags (its repeat flag from
+    `rerun_records`, results/rerun/); raises FigureError on the first that fails."""
     names = [figure.name for figure in figures]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
@@ -225,6 +250,6 @@ def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] =
     for figure in figures:
         source = f"results/{figure.scenario}.json, {figure.design}, level {figure.level:g}, {figure.metric}"
         sections.append(f"<!-- {source} --8<-- [start:{figure.name}] -->\n"
-                        f"{figure.value(records)} {figure.citation(records)}\n"
+                        f"{figure.value(records, rerun_records)} {figure.citation(records)}\n"
                         f"<!-- --8<-- [end:{figure.name}] -->\n")
     return "".join(sections)

@@ -475,7 +475,7 @@ def figure_files(inputs: RenderInput) -> dict[Path, str]:
         return {}
     return {inputs.generated_dir / "figures.md":
             HEADER.format(source="results/ (the figures of scripts/harness/render/figures.py)")
-            + figures_page(inputs.records, inputs.figures)}
+            + figures_page(inputs.records, inputs.figures, inputs.rerun_records)}
 
 
 def survival_page_files(inputs: RenderInput) -> dict[Path, str]:
