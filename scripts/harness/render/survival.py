@@ -288,9 +288,16 @@ def emfile_page(record: dict[str, Any] | None) -> str:
         return "*This record was measured before case 15 lowered the limit of the running server.*\n"
     busy_share = case.get("busy_cpu_share", 0.5)
     first = rows[0][1]
+    verdicts = {design["name"]: _verdict(design, "emfile") for design in record["designs"]}
+    died = [(design, figures) for design, figures in rows if verdicts[design["name"]] == "died"]
+    rows = [(design, figures) for design, figures in rows if verdicts[design["name"]] != "died"]
     busy = [(design, figures) for design, figures in rows if figures["cpu_share"] > busy_share]
     quiet = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and figures["at_limit"]]
     never = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and not figures["at_limit"]]
+    measured = {design["name"] for design, _ in rows + died}
+    unmeasured = [design for design in record["designs"] if design["name"] not in measured
+                  and any(result["case"] == "emfile" for result in design["cases"])]
+    total = len(rows) + len(died) + len(unmeasured)
 
     def named(entries: list[tuple[dict[str, Any], dict[str, Any]]], with_cpu: bool = False) -> str:
         return ", ".join(design["name"] + (f" ({figures['cpu_share']:.0%})" if with_cpu else "")
@@ -299,12 +306,19 @@ def emfile_page(record: dict[str, Any] | None) -> str:
     lines = [(f"Each process's limit was lowered, once the design answered, to the descriptors it held + "
               f"{first['headroom']}; the CPU was measured for {first['hold_seconds']:g} s while the connections "
               f"were held. More than {busy_share:.0%} of a CPU is a busy loop."), ""]
-    lines.append(f"- **A busy loop at the limit** ({len(busy)} of {len(rows)}): {named(busy, with_cpu=True)}.")
+    lines.append(f"- **A busy loop at the limit** ({len(busy)} of {total}): {named(busy, with_cpu=True)}.")
     if quiet:
         top = max(figures["cpu_share"] for _, figures in quiet)
-        lines.append(f"- **At the limit and quiet** ({len(quiet)} of {len(rows)}): at most {top:.0%} of a CPU.")
-    lines.append(f"- **Never at the limit** ({len(never)} of {len(rows)}: no process ran out of descriptors, so "
+        lines.append(f"- **At the limit and quiet** ({len(quiet)} of {total}): at most {top:.0%} of a CPU.")
+    if died:
+        lines.append(f"- **Died in this case** ({len(died)} of {total}: its stderr is in the record): {named(died)}.")
+    lines.append(f"- **Never at the limit** ({len(never)} of {total}: no process ran out of descriptors, so "
                  f"`accept()` never failed): {named(never)}.")
+    if unmeasured:
+        errors = sorted({error for design in unmeasured for result in design["cases"] if result["case"] == "emfile"
+                         for error in result.get("errors", [])})
+        lines.append(f"- **Not measured** ({len(unmeasured)} of {total}: the case could not run; "
+                     f"{'; '.join(errors) or 'no figures'}): {', '.join(design['name'] for design in unmeasured)}.")
     table = ["| Design | CPU while held | Processes at the limit | Connections held |", "|---|---|---|---|"]
     table += [f"| {design_label(design)} | {figures['cpu_share']:.0%} | {figures['at_limit']} of "
               f"{figures['processes']} | {figures['connections_held']} |" for design, figures in rows]
