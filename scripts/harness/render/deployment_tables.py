@@ -134,7 +134,9 @@ def overload_table(record: dict[str, Any] | None) -> str:
             f"per row group, its rates one after another; one run per cell, {record['mode']} run, commit "
             f"`{str(record['environment'].get('commit', '?'))[:10]}`.{ceiling_note} Raw record: "
             f"`results/deployment/{OVERLOAD_ID}.json`.\n")
-    return wide_table("\n".join(rows)) + note
+    figure = ("\n![p99 latency of the 2xx answers, and the share of requests answered 200, against offered load, "
+              "one line per server](plots/overload-latency.svg)\n")
+    return wide_table("\n".join(rows)) + note + figure
 
 
 def overload_plot(record: dict[str, Any]) -> str:
@@ -258,6 +260,7 @@ def deployment_files(results_dir: Path, generated_dir: Path, plots_dir: Path,
         out / "vegeta-cross-check.md": HEADER.format(source=" and ".join(f"results/{i}.json" for i in CROSS_CHECK))
         + cross_check_table(records.get(CROSS_CHECK[0]), records.get(CROSS_CHECK[1])),
     }
+    files[out / "overload-recovery.md"] = HEADER.format(source=f"results/deployment/{OVERLOAD_ID}.json") + "not measured yet.\n"
     if overload is not None:
         files[plots_dir / "overload-latency.svg"] = overload_plot(overload)
         verdicts = [f"{run['design']} {' '.join(run['arguments'])}".strip() + ": "
