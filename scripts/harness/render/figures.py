@@ -187,7 +187,7 @@ SITE_FIGURES: list[Figure] = [
     *_figures("sweep-hello", "epoll-loop", 50, ["rate", "cpu", "cpu-per-1000"], "hello-epoll-c50", allow_flagged=True),
     *_figures("sweep-hello", "nginx", 50, ["rate", "cpu", "cpu-per-1000"], "hello-nginx-c50", allow_flagged=True),
     *_figures("sweep-hello", "uvicorn", 1, ["rate"], "hello-uvicorn-c1", allow_flagged=True),
-    *_figures("sweep-hello", "asyncio-streams", 1, ["rate"], "hello-streams-c1"),
+    *_figures("sweep-hello", "asyncio-streams", 1, ["rate"], "hello-streams-c1", allow_flagged=True),
     # The I/O sweep: 100 ms calls, every model, and the edge of a 1 s window.
     *_figures("sweep-io", "epoll-loop", 1000, ["rate", "cpu", "window"], "io-epoll-c1000"),
     *_figures("sweep-io", "nginx", 1000, ["rate", "cpu"], "io-nginx-c1000", allow_flagged=True),
