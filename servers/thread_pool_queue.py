@@ -25,6 +25,7 @@ that send more than we read (we half-close and drain instead of resetting).
 
 import argparse
 import email.utils
+import errno
 import queue
 import re
 import signal
@@ -63,10 +64,8 @@ def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping
         worker.start()
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
-        try:
-            conn, _ = listener.accept()
-        except TimeoutError:
-            continue
+        if (conn := accept_or_wait(listener)) is None:
+            continue  # no client within POLL_INTERVAL, or no file descriptor free for a moment
         enqueue(connections, conn, stopping)  # waits while the queue is full: the backlog fills instead
     stop_workers(listener, connections, workers)
 
@@ -231,6 +230,25 @@ def close_gracefully(conn: socket.socket) -> None:
 def simulated_cpu_work(iterations: int) -> int:
     """A fixed amount of pure-Python arithmetic (no sleep, no clock): it holds the GIL while it runs."""
     return sum(number * number % 7 for number in range(iterations))
+
+
+def accept_or_wait(listener: socket.socket) -> socket.socket | None:
+    """The next client, or None when none came within POLL_INTERVAL or no file descriptor is free.
+
+    Out of file descriptors (EMFILE, ENFILE: every open connection holds one), accept() fails
+    at once, and again on the next call: waiting a poll interval lets handlers close theirs,
+    instead of a busy loop or a crash. The client waits in the backlog meanwhile.
+    """
+    try:
+        conn, _ = listener.accept()
+    except TimeoutError:
+        return None
+    except OSError as error:
+        if error.errno not in (errno.EMFILE, errno.ENFILE):
+            raise
+        time.sleep(POLL_INTERVAL)
+        return None
+    return conn
 # --8<-- [end:plumbing]
 
 

@@ -72,7 +72,7 @@ def test_every_article_scenario_and_sweep_is_in_the_catalogue() -> None:
     assert {"from-scratch", "async-101", "concurrency-models", "designing-servers", "designing-servers-behind-nginx",
             "async-python-part-1", "timeline", "sweep-io", "sweep-hello", "sweep-10k", "open-loop",
             "cpu-bound"} <= listed.keys()
-    assert {scenario["tool"] for scenario in listed.values()} == {"ab", "hey", "wrk", "http-client", "echo-client"}
+    assert {scenario["tool"] for scenario in listed.values()} == {"ab", "hey", "wrk", "http-client", "echo-client", "vegeta"}
     for sweep in ("sweep-io", "sweep-hello"):  # the two workloads of the sweep: a 100 ms call, and none
         assert listed[sweep]["concurrency"] == [1, 10, 50, 100, 500, 1000]
     assert (listed["sweep-io"]["delay"], listed["sweep-hello"]["delay"]) == (0.1, 0)
@@ -86,7 +86,7 @@ def test_every_scenario_names_designs_and_a_known_tool() -> None:
     assert "from-scratch" in {scenario["id"] for scenario in listed}
     for scenario in listed:
         assert scenario["designs"], scenario["id"]
-        assert scenario["tool"] in {"ab", "hey", "wrk", "http-client", "echo-client"}
+        assert scenario["tool"] in {"ab", "hey", "wrk", "http-client", "echo-client", "vegeta"}
 
 
 @pytest.mark.parametrize("args", [["run", "--design", "no-such-design"], ["run", "--scenario", "no-such-scenario"],

@@ -189,7 +189,7 @@ def slow_clients_table(hostile: dict[str, Any] | None) -> str:
         return not_measured("results/hostile.json", "python scripts/bench.py hostile")
     alone = {d["design"]: d for d in hostile["designs"] if not d.get("behind_nginx")}
     proxied = {d["design"]: d for d in hostile["designs"] if d.get("behind_nginx")}
-    titles = {case["id"]: case["short"] for case in hostile["cases"]}
+    titles = {case["id"]: case.get("short", case["id"]) for case in hostile["cases"]}
     rows = ["| design | slow client | probe, alone | probe, behind nginx |", "|---|---|---|---|"]
     for name in (name for name in alone if name in proxied):
         cases = [{c["case"]: c for c in alone[name]["cases"]}, {c["case"]: c for c in proxied[name]["cases"]}]
