@@ -500,8 +500,10 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
 
     files: dict[Path, str] = {}
     by_design: dict[str, list[str]] = {name: [] for name in inputs.design_names}
+    sized: set[str] = set()  # designs a sizing sweep measured: their tables are on the sizing page
     for scenario_id, record in inputs.records.items():
         if is_sizing(record):  # a sizing sweep's runs differ by count: its own tables (sizing_page_files)
+            sized.update(design["name"] for design in record["designs"])
             continue
         header = HEADER.format(source=f"results/{scenario_id}.json")
         files[inputs.generated_dir / f"{scenario_id}.md"] = header + scenario_table(record)
@@ -522,6 +524,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
         if name in streaming_tables.STREAM_DESIGNS and not sections:
             continue  # a stream design's own file comes from the streaming record (streaming_page_files)
         body = "\n".join(sections) if sections else (
+            f"*Measured in the sizing sweeps only: their tables, by number of workers, are on the "
+            f"[sizing page](/sizing.md).*\n" if name in sized else
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[inputs.generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body
@@ -582,14 +586,14 @@ def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
     return deployment_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, inputs.records)
 
 
-def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
-    """survive-grid.md: the hostile matrix as a coloured grid, its legend and a verdict per design."""
-    return survival_grid_files(inputs.results_dir, inputs.generated_dir)
-
-
 def sizing_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The sizing page: a table and a plot per sizing sweep, and the rules (render/sizing_tables.py)."""
     return sizing_files(inputs.records, inputs.generated_dir, inputs.plots_dir)
+
+
+def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """survive-grid.md: the hostile matrix as a coloured grid, its legend and a verdict per design."""
+    return survival_grid_files(inputs.results_dir, inputs.generated_dir)
 
 
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
