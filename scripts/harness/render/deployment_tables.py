@@ -190,8 +190,12 @@ def slow_clients_table(hostile: dict[str, Any] | None) -> str:
     alone = {d["design"]: d for d in hostile["designs"] if not d.get("behind_nginx")}
     proxied = {d["design"]: d for d in hostile["designs"] if d.get("behind_nginx")}
     titles = {case["id"]: case.get("short", case["id"]) for case in hostile["cases"]}
+    both = [name for name in alone if name in proxied]
+    if not both:
+        return ("*Not measured yet: no design in `results/hostile.json` was run both alone and behind nginx "
+                "(`python scripts/bench.py hostile` runs the catalogue's behind-nginx list).*\n")
     rows = ["| design | slow client | probe, alone | probe, behind nginx |", "|---|---|---|---|"]
-    for name in (name for name in alone if name in proxied):
+    for name in both:
         cases = [{c["case"]: c for c in alone[name]["cases"]}, {c["case"]: c for c in proxied[name]["cases"]}]
         for case_id in SLOW_CASES:
             rows.append(f"| {design_link(name)} | {titles.get(case_id, case_id)} | {probe_cell(cases[0].get(case_id))} "

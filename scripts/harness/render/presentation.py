@@ -10,7 +10,7 @@ rewrites the link relative to each page that includes it.
 
 Plots give a design the same colour and marker on every plot of the site, whatever else the plot
 shows. The colours are handed out once, from the catalogue alone: in catalogue order, each design
-takes the first of PALETTE's twenty colours that no design sharing a scenario with it already
+takes the first of PALETTE's thirty colours that no design sharing a scenario with it already
 holds, so no two designs of one scenario (one table, one plot) look alike while the palette lasts. A design added to the catalogue
 later takes a free colour and leaves every earlier design's colour as it was. The marker comes from
 the catalogue position, a second cue where two lines share a colour.
@@ -27,11 +27,13 @@ import itertools
 
 from harness.model.catalogue import load_catalogue
 
-# matplotlib's tab10, then ten darker hues (from tab20b and ColorBrewer's Dark2): every colour reads
-# as a line on white, which tab20's pale halves do not.
+# matplotlib's tab10, then twenty darker hues (from tab20b, tab20c and ColorBrewer's Dark2): every colour
+# reads as a line on white, which tab20's pale halves do not. Thirty, since the database scenarios put fifteen
+# designs in one plot.
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#1b9e77",
-           "#d95f02", "#7570b3", "#e7298a", "#525252"]
+           "#d95f02", "#7570b3", "#e7298a", "#525252", "#6b6ecf", "#bd9e39", "#ad494a", "#a55194",
+           "#66a61e", "#a6761d", "#3182bd", "#e6550d", "#31a354", "#756bb1"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 UNKNOWN_COLOUR = "#404040"  # a design the catalogue does not know (a test's made-up record)
 
