@@ -118,7 +118,7 @@ def test_a_wide_table_is_wrapped_in_the_marked_block_that_markdown_still_parses(
     assert wrapped.endswith("\n\n</div>\n")
 
 
-@pytest.mark.parametrize("name", ["environment.md", "survive-limits.md", "survive-proxy.md"])
+@pytest.mark.parametrize("name", ["environment.md", "survive-limits.md"])
 def test_the_reference_tables_are_the_ones_marked_wide(name: str) -> None:
     assert f'<div class="{WIDE_TABLE_CLASS}" markdown>' in (REPO_ROOT / "docs" / "_generated" / name).read_text(
         encoding="utf-8")

@@ -11,7 +11,6 @@ is missing, so the page always builds:
 - survive-limits.md: each real server's documented limits (scripts/catalogue/hostile/
   limits.toml, cited from its documentation) beside what the suite measured, and
   whether the two agree;
-- survive-proxy.md: designs alone and behind nginx, case by case;
 - survive-emfile.md: case 15 (EMFILE) in sentences: which designs spun at the limit, which stayed
   quiet there, which never reached it, and every design's figures.
 """
@@ -339,6 +338,5 @@ def survival_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]:
         generated_dir / "survive-limits.md": HEADER.format(source="results/hostile.json and "
                                                                   "scripts/catalogue/hostile/limits.toml")
         + limits_page(record),
-        generated_dir / "survive-proxy.md": header + proxy_page(record),
         generated_dir / "survive-emfile.md": header + emfile_page(record),
     }
