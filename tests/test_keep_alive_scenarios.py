@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 import socket
 import time
 from typing import Any
@@ -148,14 +149,49 @@ def test_wrk_pipelines_with_its_own_script_and_passes_the_depth_after_a_double_d
     assert piped[-5:] == ["-s", str(wrk.PIPELINE_SCRIPT), "http://127.0.0.1:8000/", "--", "16"]
 
 
-def test_a_pipelined_wrk_run_counts_every_answer_and_keeps_no_latency(tmp_path) -> None:
+def wrk_correction(histogram: dict[int, int], interval: int) -> dict[int, int]:
+    """wrk 4.1.0's stats_correct (src/stats.c), written again: each sample of n >= 2 intervals adds one
+    synthetic sample at n - k intervals for every k that keeps it above one interval."""
+    result = dict(histogram)
+    for value, count in sorted(histogram.items()):
+        synthetic = value - interval
+        while value >= 2 * interval and count and synthetic > interval:
+            result[synthetic] = result.get(synthetic, 0) + count
+            synthetic -= interval
+    return result
+
+
+def test_undoing_wrks_correction_gives_back_the_histogram_it_measured() -> None:
+    generator = random.Random(7)
+    measured: dict[int, int] = {}
+    for _ in range(5_000):  # batch times around 16 intervals of 160 µs, with a tail
+        value = int(generator.lognormvariate(7.8, 0.35))
+        measured[value] = measured.get(value, 0) + 1
+    shown = {value: count for value, count in wrk_correction(measured, 160).items() if value >= min(measured)}
+    assert sum(shown.values()) > 5 * sum(measured.values())  # what wrk summarised: mostly synthetic samples
+    assert wrk.uncorrected(sorted(shown.items()), 160) == measured
+    assert wrk.uncorrected(sorted(measured.items()), None) == measured  # a run too short to be corrected
+    with pytest.raises(ValueError, match="not one wrk corrected"):
+        wrk.uncorrected([(740, 1), (900, 5)], 160)  # five samples of 900 µs would have added five at 740
+
+
+def test_a_pipelined_wrk_run_times_batches_as_littles_law_says(tmp_path) -> None:
+    """Closed loop: each connection always has one batch in flight, so the mean batch time is connections x depth / rate."""
     design = CATALOGUE.design("nginx-keep-alive")
+    connections, depth = 8, 4
     with started(design, tmp_path) as server:
         url = f"http://{server.host}:{server.port}/"
-        run = wrk.TOOL.run(url, 4, {"time_limit": 1, "keep_alive": True, "pipeline_depth": 4}, tmp_path / "wrk", None)
+        run = wrk.TOOL.run(url, connections, {"time_limit": 1, "keep_alive": True, "pipeline_depth": depth},
+                           tmp_path / "wrk", None)
     assert run["error"] is None
     assert run["complete"] > 0 and run["failed"] == 0 and run["non_2xx"] == 0
-    assert run["latency_ms"] is None
+    assert run["latency_per_batch_of"] == depth
+    # Every full batch is timed once; the batches the end of the run cut are not.
+    assert run["complete"] / depth - connections <= run["batches_timed"] <= run["complete"] / depth
+    cycle_ms = connections * depth / run["requests_per_second"] * 1000  # Little's law: time per batch, gaps included
+    latency = run["latency_ms"]
+    assert 0.3 * cycle_ms <= latency["mean"] <= 1.1 * cycle_ms
+    assert latency["p50"] <= latency["p90"] <= latency["p99"] <= latency["max"] and latency["p99"] > 0
 
 
 # --- the verdict and the CPU column ---------------------------------------------------------------------------

@@ -185,13 +185,15 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
+    batch = settings.get("pipeline_depth") or 1  # a pipelined run is timed per batch (clients/tools/wrk.py)
+    per = f", per batch of {batch}" if batch > 1 else ""
     if every_column:
-        chosen.append(("Latency p50 / p90 / p99 / max (ms)", _percentiles))
+        chosen.append((f"Latency p50 / p90 / p99 / max (ms{per})", _percentiles))
         if any((run.get("latency_ms") or {}).get("mode") is not None
                for design in record["designs"] for run in design["runs"]):
             chosen.append(("Mean / mode (ms)", _mean_mode))
     else:
-        chosen.append(("p50 / p99 ms", _p50_p99))
+        chosen.append((f"p50 / p99 ms{', batch' if batch > 1 else ''}", _p50_p99))
     chosen.append(("Failed", _failed))
     if published.get("failed"):
         chosen.append(("Article failed", lambda row: published_figure(row.record, row.design, row.level, "failed")))
@@ -323,6 +325,10 @@ def caption(record: dict[str, Any]) -> str:
         amount = (f"{scheduled:g} s of scheduled requests" if scheduled else amount) + " per rate"
         load = (f"in open loop at {', '.join(f'{rate:g}' for rate in settings['rate'])} requests/s offered, "
                 f"at most {settings['concurrency'][0]:,} in flight")
+    batch = settings.get("pipeline_depth") or 1
+    if batch > 1:
+        load += (f", {batch} requests written at once on each connection; latency per batch, from its write to its "
+                 "last answer (wrk's correction for coordinated omission, made per request, undone)")
     published = record["scenario"].get("published", {})
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")

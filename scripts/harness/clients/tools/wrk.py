@@ -25,8 +25,19 @@ tests/fixtures/wrk/):
 
 Pipelining: with `pipeline_depth` N > 1, wrk_pipeline.lua writes N requests at
 once on each connection and waits for their N answers before the next batch;
-wrk counts every answer, but times batches, not requests (and its percentiles
-came out 0 in our runs), so a pipelined record keeps no latency.
+wrk counts every answer but times batches: one sample per batch, from its write
+to its last answer. So a pipelined run's latency is per batch, and the record
+says so (`latency_per_batch_of`: N). wrk's own summary of it is wrong: after
+the run, wrk 4.1.0 "corrects" its histogram for coordinated omission
+(stats_correct in its stats.c) with an interval of duration / (responses /
+connections), a per-request interval; every batch sample of about N intervals
+then gets N - 1 synthetic samples below it, some below the histogram's minimum,
+where its percentile walk never reaches them (its p90 and p99 came out 0). The
+correction is exact arithmetic on the histogram, so `batch_latency_ms` undoes
+it from the histogram wrk_pipeline.lua prints, and summarises the batches. A
+check that it worked: the batches recovered equal the answers / N (less the
+batches cut by the end of the run), and their mean is what Little's law gives
+a closed loop, connections x N / rate (tests/test_keep_alive_scenarios.py).
 
 Keep-alive: wrk keeps connections open and reconnects whenever a response says
 `Connection: close`, which our designs always do; wrk counts no error for it.
@@ -42,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.settings import TOOL_READS
+from harness.model.stats import latency_summary
 from harness.system import processes
 
 REPORT_SCRIPT = Path(__file__).with_name("wrk_report.lua")
@@ -50,6 +62,7 @@ REPORT_MARKER = "wrk_report.lua: json follows"  # printed by wrk_report.lua righ
 # `header_statistic`: wrk_header_report.lua also summarises one response header (X-Pool-Wait-Us) after the report.
 HEADER_SCRIPT = Path(__file__).with_name("wrk_header_report.lua")
 HEADER_MARKER = "wrk_header_report.lua: json follows"
+HISTOGRAM_MARKER = "wrk_pipeline.lua: histogram follows"  # then [[microseconds, count], ...], wrk's buckets
 DEFAULT_TIMEOUT_S = 20  # the same per-request timeout as hey's default
 THREADS = 1
 FAILED_KINDS = ("connect", "read", "write", "timeout")
@@ -92,6 +105,54 @@ def parse_run(stdout: str) -> dict[str, Any]:
         "latency_ms": {key: latency[key] / 1000 for key in ("mean", "p50", "p90", "p99", "max")}
         if recorded > 0 else None,
     }
+
+
+def parse_histogram(stdout: str) -> list[tuple[int, int]]:
+    """The buckets wrk_pipeline.lua printed after its marker: (microseconds, count), ascending."""
+    lines = stdout.splitlines()
+    if HISTOGRAM_MARKER not in lines or lines.index(HISTOGRAM_MARKER) + 1 >= len(lines):
+        raise ValueError("wrk printed no histogram from wrk_pipeline.lua")
+    return sorted((int(value), int(count)) for value, count in json.loads(lines[lines.index(HISTOGRAM_MARKER) + 1]))
+
+
+def correction_interval(responses: int, duration_us: int, connections: int) -> int | None:
+    """The interval wrk 4.1.0 corrects its histogram with (wrk.c): duration / (responses / connections), in µs."""
+    per_connection = responses // connections
+    return duration_us // per_connection if per_connection > 0 else None
+
+
+def uncorrected(buckets: list[tuple[int, int]], interval: int | None) -> dict[int, int]:
+    """The histogram before wrk's correction, from the buckets wrk shows after it (its minimum and up).
+
+    A bucket at m above one interval holds its own samples plus one synthetic sample for every
+    sample at m + k intervals (k >= 1) that was at least two intervals long; walking down from the
+    top, those are already known, so each bucket's own count is what is left. Exact, since wrk's
+    correction never adds to a bucket above the one it reads.
+    """
+    if interval is None:
+        return dict(buckets)
+    above: dict[int, int] = {}  # per residue modulo the interval: samples >= 2 intervals seen so far
+    original: dict[int, int] = {}
+    for value, count in sorted(buckets, reverse=True):
+        own = count - (above.get(value % interval, 0) if value > interval else 0)
+        if own < 0:
+            raise ValueError(f"the histogram is not one wrk corrected with an interval of {interval} µs")
+        if own:
+            original[value] = own
+        if value >= 2 * interval:
+            above[value % interval] = above.get(value % interval, 0) + own
+    return original
+
+
+def batch_latency_ms(stdout: str, connections: int) -> tuple[dict[str, float], int]:
+    """A pipelined run's latency per batch (mean, p50, p90, p99, max in ms) and how many batches were timed."""
+    report = parse_report(stdout)
+    interval = correction_interval(report["requests"], report["duration_us"], connections)
+    batches = uncorrected(parse_histogram(stdout), interval)
+    if not batches:
+        raise ValueError("wrk timed no batch")
+    samples_ms = [value / 1000 for value, count in sorted(batches.items()) for _ in range(count)]
+    return latency_summary(samples_ms), len(samples_ms)
 
 
 def duration_seconds(time_limit: float) -> int:
@@ -154,9 +215,10 @@ class Wrk:
             record["error"] = None
             if settings.get("header_statistic"):  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}
                 record["header_statistic"] = parse_header_statistic(completed.stdout)
-            if int(settings.get("pipeline_depth") or 1) > 1:
-                # Timed per batch, not per request; and wrk 4.1.0 reported p90/p99 of 0 under pipelining.
-                record["latency_ms"] = None
+            depth = int(settings.get("pipeline_depth") or 1)
+            if depth > 1:  # timed per batch, and wrk's own summary of the batches is wrong (module header)
+                record["latency_ms"], record["batches_timed"] = batch_latency_ms(completed.stdout, concurrency)
+                record["latency_per_batch_of"] = depth
         except (ValueError, KeyError, TypeError) as error:  # a report wrk_report.lua could not fill
             record["error"] = f"{error!r}; wrk said: {completed.stderr.strip()[-500:]}"
         return record
