@@ -15,7 +15,7 @@
     python scripts/bench.py instructions [--quick] [--row NAME ...]
     python scripts/bench.py conformance [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
     python scripts/bench.py deployment race|overload [--design NAME ...] [--quick] [--out DIR]
-    python scripts/bench.py streaming [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py streaming [--design NAME ...] [--phase NAME ...] [--quick] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
 (unknown design or scenario, busy port, missing tool, --work for a design

@@ -19,6 +19,7 @@ import pytest
 from harness.clients import sse_client
 from harness.model.records import write_json_atomic
 from harness.render import streaming_tables
+from harness.suites import streaming
 from harness.system.resources import sample_group
 
 from conftest import CATALOGUE, started
@@ -159,6 +160,42 @@ def test_the_renderer_draws_every_table_and_the_plot_from_a_record(tmp_path: Pat
     assert "seconds since the slow clients began" in by_name["streaming-slow-memory.svg"] or \
         "<svg" in by_name["streaming-slow-memory.svg"]
     assert set(streaming_tables.STREAM_DESIGNS) <= {name.removesuffix(".md") for name in by_name}
+
+
+def test_the_bounded_stops_sit_beside_the_defaults_from_their_own_record(tmp_path: Path) -> None:
+    """`bench.py streaming --phase stop-timeout` writes streaming-stop-timeout.json; the table reads the bound from
+    each row's server command and says which rows have no record yet."""
+    results = fixture_record(tmp_path / "results")
+    main = json.loads((results / "streaming.json").read_text(encoding="utf-8"))
+    stop_row = next(row for row in main["rows"] if row["phase"] == "stop")
+    main["rows"].append({**stop_row, "design": "sse-uvicorn", "server_command": ["python", "-m", "uvicorn"]})
+    write_json_atomic(results / "streaming.json", main)
+    files = streaming_tables.streaming_files(results, tmp_path / "generated", tmp_path / "plots", "{source}\n")
+    before = {path.name: text for path, text in files.items()}["streaming-stop-timeout.md"]
+    assert "| sse-uvicorn | none (the default) | 0.20 | 10 clean | 0.06 – 0.10 | – |" in before
+    assert "| sse-uvicorn-stop-timeout | – | not measured yet |" in before
+    bounded = {**main, "phases": [{**main["phases"][-1], "name": "stop-timeout"}],
+               "rows": [{**stop_row, "design": "sse-uvicorn-stop-timeout", "phase": "stop-timeout",
+                         "server_exit_code": 0, "stop_seconds": 5.1,
+                         "server_command": ["python", "-m", "uvicorn", "--timeout-graceful-shutdown", "5"],
+                         "client": {**stop_row["client"], "outcomes": {"cut between events": 10}}}]}
+    write_json_atomic(results / streaming_tables.STOP_TIMEOUT_RECORD, bounded)
+    files = streaming_tables.streaming_files(results, tmp_path / "generated", tmp_path / "plots", "{source}\n")
+    by_name = {path.name: text for path, text in files.items()}
+    assert ("| sse-uvicorn-stop-timeout | `--timeout-graceful-shutdown 5` | 5.10 | 10 cut between events | "
+            "0.06 – 0.10 | 0 |") in by_name["streaming-stop-timeout.md"]
+    assert "results/streaming-stop-timeout.json" in by_name["sse-uvicorn-stop-timeout.md"]
+
+
+def test_a_partial_run_names_its_record_after_its_phases_and_refuses_unknown_ones() -> None:
+    assert streaming.record_name(None) == "streaming.json"
+    assert streaming.record_name(["stop-timeout"]) == "streaming-stop-timeout.json"
+    assert [phase.name for phase in streaming.chosen_phases(False, ["stop-timeout"])] == ["stop-timeout"]
+    with pytest.raises(streaming.BadInputError, match="unknown phases: nope"):
+        streaming.chosen_phases(False, ["nope"])
+    # The bounded twins run in their phase only: anywhere else they would repeat sse-uvicorn and sse-granian.
+    assert all(set(phase.designs).isdisjoint(streaming.STOP_TIMEOUT_DESIGNS) for phase in streaming.PHASES
+               if phase.name != "stop-timeout")
 
 
 def test_without_a_record_every_file_says_not_measured(tmp_path: Path) -> None:

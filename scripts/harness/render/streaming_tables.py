@@ -3,9 +3,11 @@
 Tables for docs/streaming.md: what holding the streams cost each design (streams held, threads,
 PSS of the process group, per stream), whether the events came on time and a fresh short request
 got through meanwhile, the slow readers (memory before and at the peak), and the stop with streams
-open (how long, and how each client's stream ended); a plot of the server's memory over time under
-the slow readers; and each stream design's own file (docs/_generated/designs/<name>.md). Every
-table names its settings from the record. Reads records only.
+open (how long, and how each client's stream ended); the same stop for uvicorn and Granian with
+their stop bounded (the stop-timeout phase, from results/streaming.json or, measured on its own,
+results/streaming-stop-timeout.json) beside their stop at the defaults; a plot of the server's memory
+over time under the slow readers; and each stream design's own file (docs/_generated/designs/<name>.md).
+Every table names its settings from the record. Reads records only.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from typing import Any
 from harness.render.presentation import design_style
 
 RECORD = "streaming.json"
+STOP_TIMEOUT_RECORD = "streaming-stop-timeout.json"  # `bench.py streaming --phase stop-timeout`: that phase alone
 # The stream designs, in table order (tests/test_streaming.py keeps this the catalogue's kind = "stream").
 STREAM_DESIGNS = ("sse-thread-per-connection", "sse-thread-pool", "sse-asyncio-streams", "sse-asyncio-no-drain",
-                  "sse-uvicorn", "sse-granian")
+                  "sse-uvicorn", "sse-granian", "sse-uvicorn-stop-timeout", "sse-granian-stop-timeout")
+# Each server at its defaults, its bounded twin, and the option that bounds the stop (read from the record's command).
+STOP_BOUNDS = (("sse-uvicorn", "sse-uvicorn-stop-timeout", "--timeout-graceful-shutdown"),
+               ("sse-granian", "sse-granian-stop-timeout", "--workers-kill-timeout"))
 STREAM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")  # matplotlib's tab10, dark enough
 TOOL_BOUND_SHARE = 0.9  # the client used this share of its CPU or more: it may have been what limited the events
 OUTCOMES = ("clean", "cut between events", "truncated", "reset", "no answer", "open")
@@ -27,8 +33,8 @@ NOT_MEASURED = ("*Not measured yet: no `results/streaming.json`. `python scripts
                 "measures it on your machine (into build/).*\n")
 
 
-def load(results_dir: Path) -> dict[str, Any] | None:
-    path = results_dir / RECORD
+def load(results_dir: Path, name: str = RECORD) -> dict[str, Any] | None:
+    path = results_dir / name
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
@@ -114,33 +120,74 @@ def slow_table(record: dict[str, Any]) -> str:
                      f"{row['peak_pss_mib'] - row['baseline_pss_mib']:.1f} | {read:.1f} |")
     settings = phase_settings(record, "slow")
     path = record["slow_path"].format(seconds=settings["seconds"])
-    lines += ["", f"*{settings['slow_readers']} slow clients at once, each asking for `{path}` (16 KiB every "
+    lines += ["", (f"*{settings['slow_readers']} slow clients at once, each asking for `{path}` (16 KiB every "
               "10 ms: 1.6 MB/s) and reading 4 KiB every 100 ms through a 4 KiB receive buffer (40 KiB/s). PSS of "
               "the server's process group, sampled every half second or so; the kernel's socket buffers are not in "
-              "it. ⚠ One run per design.*"]
+              "it. ⚠ One run per design.*")]
     return "\n".join(lines) + "\n"
 
 
+def stop_row_cells(row: dict[str, Any], cap: float) -> str:
+    """A stop row's cells: how long, how the streams ended, when (from the signal), the server's exit status."""
+    if row["status"] != "ok":
+        return "failed: " + "; ".join(row.get("problems", []))[:120].replace("|", "/") + " | | |"
+    took = row.get("stop_seconds")
+    took_text = f"over {cap:g} (killed)" if took is None else f"{took:.2f}"
+    outcomes = row["client"]["outcomes"]
+    ended = ", ".join(f"{outcomes[name]} {name}" for name in OUTCOMES if outcomes.get(name))
+    after = row["client"].get("ended_after_stop_seconds", {})
+    after_text = "–" if after.get("median") is None else f"{after['median']:.2f} – {after['max']:.2f}"
+    exit_code = row.get("server_exit_code")
+    return f"{took_text} | {ended} | {after_text} | {'–' if exit_code is None else exit_code}"
+
+
 def stop_table(record: dict[str, Any]) -> str:
-    lines = ["| design | stop took, s | how the streams ended | ended after the signal, s |", "|---|--:|---|--:|"]
-    for row in rows(record, "stop"):
-        if row["status"] != "ok":
-            lines.append(failed_row(row, 4))
-            continue
-        took = row.get("stop_seconds")
-        took_text = f"over {record['stop_cap_seconds']:g} (killed)" if took is None else f"{took:.2f}"
-        outcomes = row["client"]["outcomes"]
-        ended = ", ".join(f"{outcomes[name]} {name}" for name in OUTCOMES if outcomes.get(name))
-        after = row["client"].get("ended_after_stop_seconds", {})
-        after_text = "–" if after.get("median") is None else f"{after['median']:.2f} – {after['max']:.2f}"
-        lines.append(f"| {row['design']} | {took_text} | {ended} | {after_text} |")
+    lines = ["| design | stop took, s | how the streams ended | ended after the signal, s | exit status |",
+             "|---|--:|---|--:|--:|"]
+    lines += [f"| {row['design']} | {stop_row_cells(row, record['stop_cap_seconds'])} |" for row in rows(record, "stop")]
     settings = phase_settings(record, "stop")
-    lines += ["", f"*{settings['streams']} streams (`{settings['path']}`); about {settings['stop_after']:g} s after "
+    lines += ["", (f"*{settings['streams']} streams (`{settings['path']}`); about {settings['stop_after']:g} s after "
               "they were open, the design's graceful stop signal (SIGTERM; SIGINT for uvicorn, as the harness "
               "always stops it). Stop took: from the signal until no process of its group was left. How each "
               "stream ended, from its last bytes: clean (the body ended after a whole event, or a chunked body's "
               "last chunk), cut between events (chunked, closed without the last chunk), truncated (closed inside "
-              "an event), reset; and when, from the signal (median – latest). ⚠ One run per design.*"]
+              "an event), reset; and when, from the signal (median – latest); the exit status of the server's "
+              "main process. ⚠ One run per design.*")]
+    return "\n".join(lines) + "\n"
+
+
+def bound_of(row: dict[str, Any], option: str) -> str:
+    """The option and the value the row's server command gave it; 'none (the default)' without it."""
+    command = row.get("server_command", [])
+    if option not in command:
+        return "none (the default)"
+    return f"`{option} {command[command.index(option) + 1]}`"
+
+
+def stop_timeout_table(record: dict[str, Any], bounded: dict[str, Any] | None) -> str:
+    """uvicorn and Granian stopped with 100 streams open: at the defaults (the stop phase), then with the stop
+    bounded (the stop-timeout phase, from `bounded`); 'not measured yet' for the bounded rows without it."""
+    lines = [("| server | stop bounded by | stop took, s | how the streams ended | ended after the signal, s | "
+             "exit status |"), "|---|---|--:|---|--:|--:|"]
+    default_rows = {row["design"]: row for row in rows(record, "stop")}
+    bounded_rows = {row["design"]: row for row in rows(bounded, "stop-timeout")} if bounded else {}
+    for default, twin, option in STOP_BOUNDS:
+        for name, row, cap in ((default, default_rows.get(default), record["stop_cap_seconds"]),
+                               (twin, bounded_rows.get(twin), (bounded or record)["stop_cap_seconds"])):
+            if row is None:
+                lines.append(f"| {name} | – | not measured yet | | | |")
+                continue
+            lines.append(f"| {name} | {bound_of(row, option)} | {stop_row_cells(row, cap)} |")
+    sources = [(f"the defaults from `results/{RECORD}` (commit {record['environment']['commit'][:7]}, "
+               f"{record['started_utc'][:10]})")]
+    if bounded is not None:
+        name = RECORD if bounded is record else STOP_TIMEOUT_RECORD
+        settings = phase_settings(bounded, "stop-timeout")
+        sources.append(f"the bounded stops from `results/{name}` (commit {bounded['environment']['commit'][:7]}, "
+                       f"{bounded['started_utc'][:10]}; {settings['streams']} streams, the signal about "
+                       f"{settings['stop_after']:g} s after they were open)")
+    lines += ["", (f"*The stop of the table above, for the two servers, with and without a bound: "
+              f"{'; '.join(sources)}. Exit status: the server's main process's. ⚠ One run per row.*")]
     return "\n".join(lines) + "\n"
 
 
@@ -165,7 +212,7 @@ def memory_plot(record: dict[str, Any]) -> str:
     return plots._to_svg(figure)
 
 
-def design_file(record: dict[str, Any] | None, name: str) -> str:
+def design_file(record: dict[str, Any] | None, name: str, record_name: str = RECORD) -> str:
     """A stream design's own results: its rows of every phase, pointing to the streaming page for the rest."""
     if record is None:
         return NOT_MEASURED
@@ -182,7 +229,7 @@ def design_file(record: dict[str, Any] | None, name: str) -> str:
                   else f"{len(client['slow_readers'])} slow readers")
         lines.append(f"| {row['phase']} | {served} | {row['peak_threads']:,} | "
                      f"{row['peak_pss_mib']:.1f} | {_ms(row['fresh_ms_median'])} |")
-    lines += ["", "*From `results/streaming.json`; each phase's settings are under its table above.*"]
+    lines += ["", f"*From `results/{record_name}`; each phase's settings are under its table above.*"]
     return "\n".join(lines) + "\n"
 
 
@@ -190,10 +237,16 @@ def streaming_files(results_dir: Path, generated_dir: Path, plots_dir: Path, hea
     """streaming.md's tables and plot, and each stream design's own file; "not measured yet" before a record."""
     record = load(results_dir)
     source = f"results/{RECORD}"
-    files = {generated_dir / "designs" / f"{name}.md": header.format(source=source) + design_file(record, name)
+    # The bounded stops: from the whole record once it has their phase, else from that phase's own record.
+    bounded, bounded_name = ((record, RECORD) if record and rows(record, "stop-timeout")
+                             else (load(results_dir, STOP_TIMEOUT_RECORD), STOP_TIMEOUT_RECORD))
+    twins = {twin for _, twin, _ in STOP_BOUNDS}
+    files = {generated_dir / "designs" / f"{name}.md":
+             header.format(source=f"results/{bounded_name}" if name in twins else source)
+             + (design_file(bounded, name, bounded_name) if name in twins else design_file(record, name))
              for name in STREAM_DESIGNS}
     parts = {"streaming-hold-cost", "streaming-hold-timing", "streaming-10k-cost", "streaming-10k-timing",
-             "streaming-slow", "streaming-stop"}
+             "streaming-slow", "streaming-stop", "streaming-stop-timeout"}
     if record is None:
         return files | {generated_dir / f"{part}.md": header.format(source=source) + NOT_MEASURED for part in parts}
     made = {
@@ -203,7 +256,11 @@ def streaming_files(results_dir: Path, generated_dir: Path, plots_dir: Path, hea
         "streaming-10k-timing": timing_table(record, "hold-10k"),
         "streaming-slow": slow_table(record),
         "streaming-stop": stop_table(record),
+        "streaming-stop-timeout": stop_timeout_table(record, bounded),
     }
     files |= {generated_dir / f"{part}.md": header.format(source=source) + text for part, text in made.items()}
+    if bounded_name != RECORD:
+        files[generated_dir / "streaming-stop-timeout.md"] = (header.format(source=f"{source}, results/{bounded_name}")
+                                                               + made["streaming-stop-timeout"])
     files[plots_dir / "streaming-slow-memory.svg"] = memory_plot(record)
     return files

@@ -1,6 +1,6 @@
 """Responses that stream: many server-sent-event streams at once, slow readers, and a stop with streams open.
 
-    python scripts/bench.py streaming [--quick] [--design NAME ...] [--out results]
+    python scripts/bench.py streaming [--quick] [--design NAME ...] [--phase NAME ...] [--out results]
 
 Theory of operation: the plan is data (PHASES below, `--quick` shrinks it). For every design of
 kind "stream" in the catalogue (scripts/catalogue/15-streaming.toml) and every phase that takes
@@ -21,6 +21,12 @@ Phases:
 - `stop`: STOP_STREAMS streams; STOP_AFTER seconds after they are open, the design's graceful
   stop signal (as the harness always stops it); how long until its process group is gone
   (STOP_CAP at most, then SIGKILL, recorded), and how each client's stream ended.
+- `stop-timeout`: the same stop for uvicorn and Granian with their stop bounded (STOP_TIMEOUT_DESIGNS:
+  --timeout-graceful-shutdown, --workers-kill-timeout), whose streams outlast the bound. These
+  designs differ from sse-uvicorn and sse-granian by that one setting, so no other phase takes them.
+
+`--phase NAME` measures only the phases named; the record is then `streaming-NAME.json` (names joined
+by "-"), so that a partial run never replaces the whole record.
 
 The record (results/streaming.json, `"suite": "streaming"`) is written in one atomic write; a
 design that fails to start or to answer is recorded as failed and the others go on (exit 1).
@@ -54,6 +60,8 @@ SAMPLE_STEP = 0.5  # seconds between two samples of the server (memory, threads,
 PROBE_TIMEOUT = 2.0  # a fresh request not answered within this counts as failed
 MIB = 2**20
 EVENT_LOOPS = ("sse-asyncio-streams", "sse-asyncio-no-drain", "sse-uvicorn", "sse-granian")
+AT_DEFAULTS = ("sse-thread-per-connection", "sse-thread-pool", *EVENT_LOOPS)  # our designs; the servers at defaults
+STOP_TIMEOUT_DESIGNS = ("sse-uvicorn-stop-timeout", "sse-granian-stop-timeout")
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,7 @@ class Phase:
     event_bytes: int = 64
     slow_readers: int = 0
     stop_after: float | None = None  # seconds after the streams are open: send the stop signal
-    designs: tuple[str, ...] | None = None  # None: every stream design
+    designs: tuple[str, ...] = AT_DEFAULTS
 
     def path(self) -> str:
         return f"/events?interval={self.interval:g}&duration={self.seconds:g}&size={self.event_bytes}"
@@ -80,12 +88,15 @@ PHASES = [
     Phase("hold-10k", streams=10_000, seconds=15, designs=EVENT_LOOPS),
     Phase("slow", streams=0, seconds=10, slow_readers=20),
     Phase("stop", streams=100, seconds=15, stop_after=3),
+    # The streams have 12 s left at the stop, more than the designs' 5 s bound: the bound is what ends them.
+    Phase("stop-timeout", streams=100, seconds=15, stop_after=3, designs=STOP_TIMEOUT_DESIGNS),
 ]
 QUICK_PHASES = [
     Phase("hold", streams=100, seconds=3),
     Phase("hold-10k", streams=500, seconds=3, designs=EVENT_LOOPS),
     Phase("slow", streams=0, seconds=3, slow_readers=5),
     Phase("stop", streams=20, seconds=6, stop_after=1.5),
+    Phase("stop-timeout", streams=20, seconds=10, stop_after=1.5, designs=STOP_TIMEOUT_DESIGNS),
 ]
 
 
@@ -224,9 +235,29 @@ def summary(samples: list[dict[str, Any]], client: dict[str, Any], phase: Phase)
     }
 
 
-def measure(catalogue: Catalogue, names: list[str] | None, quick: bool) -> dict[str, Any]:
-    designs = stream_designs(catalogue, names)
+def chosen_phases(quick: bool, names: list[str] | None) -> list[Phase]:
+    """The plan's phases, or those named (in the plan's order); an unknown name is bad input."""
     phases = QUICK_PHASES if quick else PHASES
+    if not names:
+        return phases
+    unknown = sorted(set(names) - {phase.name for phase in phases})
+    if unknown:
+        raise BadInputError(f"unknown phases: {', '.join(unknown)}; phases: {', '.join(phase.name for phase in phases)}")
+    return [phase for phase in phases if phase.name in names]
+
+
+def record_name(phase_names: list[str] | None) -> str:
+    """streaming.json for the whole plan; streaming-<phases>.json for a part of it."""
+    if not phase_names:
+        return RECORD_NAME
+    ordered = [phase.name for phase in PHASES if phase.name in phase_names]
+    return f"streaming-{'-'.join(ordered)}.json"
+
+
+def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
+            phase_names: list[str] | None = None) -> dict[str, Any]:
+    designs = stream_designs(catalogue, names)
+    phases = chosen_phases(quick, phase_names)
     # Each end of a stream is a descriptor in its own process (the client, the server): both inherit this limit.
     open_files.raise_open_files_limit(max(phase.streams + phase.slow_readers for phase in phases) + 100, "streams")
     pinning = processes.cpu_pinning()
@@ -235,7 +266,7 @@ def measure(catalogue: Catalogue, names: list[str] | None, quick: bool) -> dict[
                               "slow_path": SLOW_PATH, "stop_cap_seconds": STOP_CAP, "rows": []}
     for phase in phases:
         for design in designs:
-            if phase.designs is not None and design.name not in phase.designs:
+            if design.name not in phase.designs:
                 continue
             print(f"[streaming] {phase.name}: {design.name}", file=sys.stderr, flush=True)
             try:
@@ -253,6 +284,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`bench.py streaming`: the suite's command line."""
     parser.add_argument("--quick", action="store_true", help="small phases, a few seconds each (not for results/)")
     parser.add_argument("--design", action="append", help="only this stream design (repeatable)")
+    parser.add_argument("--phase", action="append",
+                        help="only this phase (repeatable); the record is then streaming-PHASE.json")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "build",
                         help=f"directory for {RECORD_NAME} (default build/; the site's record is in results/)")
 
@@ -260,11 +293,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Measure, write the record atomically, print a summary line per row; the exit code (module header)."""
     try:
-        record = measure(catalogue, args.design, args.quick)
+        record = measure(catalogue, args.design, args.quick, args.phase)
     except (BadInputError, UnknownNameError, open_files.OpenFilesLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    output = (args.out / RECORD_NAME).resolve()
+    output = (args.out / record_name(args.phase)).resolve()
     write_json_atomic(output, record)
     for row in record["rows"]:
         shown = {key: row.get(key) for key in ("phase", "design", "status", "peak_pss_mib", "peak_threads",
