@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refresh every benchmark: a full run into results/, a second full run into results/rerun/ (the
 # methodology page compares the two), the suites that are not scenarios (the hostile clients,
-# restarts under load, the balance between workers, the How fast steps), then the tables and
+# restarts under load, the balance between workers, the How fast and Fast and correct steps), then the tables and
 # plots. `make bench` and .github/workflows/bench.yml both run this.
 #
 #   scripts/refresh_benchmarks.sh [PYTHON]      (default: .venv/bin/python)
@@ -24,6 +24,7 @@ steps=(
     "scripts/bench.py restart"
     "scripts/bench.py balance"
     "scripts/bench.py how-fast steps"
+    "scripts/bench.py how-fast steps --chain fast-and-correct"
     "scripts/bench.py render"
 )
 for step in "${steps[@]}"; do

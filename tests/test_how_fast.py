@@ -14,19 +14,20 @@ from harness.render import how_fast_tables
 from harness.suites import how_fast as how_fast_cli
 from harness.system import processes
 
-STEPS = how_fast_steps.steps()
+CHAIN = how_fast_steps.HOW_FAST
+STEPS = CHAIN.steps()
 
 
 def test_the_diffs_lead_from_the_first_version_to_the_design_exactly() -> None:
-    text = how_fast_steps.step_source(STEPS[0])
+    text = CHAIN.step_source(STEPS[0])
     for step in STEPS[1:]:
         text = how_fast_steps.apply_patch(text, step.patch.read_text(encoding="utf-8"))
-    assert text == how_fast_steps.DESIGN_FILE.read_text(encoding="utf-8")
-    assert how_fast_steps.step_source(STEPS[-1]) == text  # the last step is the design itself
+    assert text == CHAIN.design_file.read_text(encoding="utf-8")
+    assert CHAIN.step_source(STEPS[-1]) == text  # the last step is the design itself
 
 
 def test_the_first_step_is_the_asyncio_design_and_uvloop_is_one_step() -> None:
-    first = how_fast_steps.step_source(STEPS[0])
+    first = CHAIN.step_source(STEPS[0])
     assert "import uvloop" not in first and "asyncio.run(serve_forever(" in first
     assert [step.name for step in STEPS][:2] == ["first-version", "uvloop"]
 
@@ -58,7 +59,7 @@ def read_responses(conn: socket.socket, count: int) -> list[bytes]:
 @pytest.mark.parametrize("step", STEPS, ids=lambda step: f"step-{step.number}")
 def test_every_step_is_a_correct_keep_alive_server(step: how_fast_steps.Step, tmp_path) -> None:
     path = tmp_path / f"step_{step.number}.py"
-    path.write_text(how_fast_steps.step_source(step, all_steps=STEPS), encoding="utf-8")
+    path.write_text(CHAIN.step_source(step, all_steps=STEPS), encoding="utf-8")
     port = processes.free_port()
     command = [sys.executable, str(path), "--host", "127.0.0.1", "--port", str(port), "--delay", "0.02"]
     with processes.running_server(command, port, tmp_path / "logs") as server:

@@ -1,3 +1,3 @@
 """Model: what the harness knows as data. Where the repository is, the catalogue of designs and
 scenarios, every scenario setting and who reads it, the records and how they are written, the
-statistics over repetitions, and the how-fast chain of steps. Imports nothing above it."""
+statistics over repetitions, and the chains of optimisation steps. Imports nothing above it."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model import instruction_counts
-from harness.model.how_fast_steps import STEPS_RECORD
+from harness.model.how_fast_steps import HOW_FAST
 from harness.render.how_fast_tables import row_summary
 from harness.render.presentation import wide_table
 
@@ -35,7 +35,7 @@ def measurements(row: dict[str, Any]) -> list[float]:
 def cpu_microseconds(results_dir: Path, records: dict[str, dict[str, Any]]) -> dict[str, tuple[float, str]]:
     """Row name -> (median CPU µs per request under wrk, where it comes from), for rows another record measured."""
     found: dict[str, tuple[float, str]] = {}
-    steps_path = results_dir / STEPS_RECORD
+    steps_path = results_dir / HOW_FAST.record
     if steps_path.exists():
         steps = json.loads(steps_path.read_text(encoding="utf-8"))
         for row in steps["rows"]:

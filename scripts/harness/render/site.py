@@ -26,6 +26,7 @@ from typing import Any
 
 from harness.model.catalogue import load_catalogue
 from harness.model.disclosed_settings import load_real_servers
+from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
 from harness.model.stats import interval_name, spread
@@ -55,7 +56,7 @@ from harness.render.database_tables import database_files
 from harness.render.deployment_tables import deployment_files
 from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
-from harness.render.how_fast_tables import how_fast_files
+from harness.render.how_fast_tables import how_fast_files, steps_files
 from harness.render.memory import memory_page
 from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
 from harness.render.predict import predict_files
@@ -499,6 +500,11 @@ def how_fast_page_files(inputs: RenderInput) -> dict[Path, str]:
     return how_fast_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir)
 
 
+def fast_and_correct_steps_files(inputs: RenderInput) -> dict[Path, str]:
+    """The fast-and-correct page's steps table (results/fast-and-correct/steps.json)."""
+    return steps_files(FAST_AND_CORRECT, inputs.results_dir, inputs.generated_dir)
+
+
 def scenario_files(inputs: RenderInput) -> dict[Path, str]:
     """One table per scenario (a "not measured yet" line before its first record), its plots, and one file
     per design with its rows from every scenario it took part in (its page includes just this)."""
@@ -618,6 +624,7 @@ RENDERERS: list[Renderer] = [
     survival_page_files,
     conformance_page_files,
     how_fast_page_files,
+    fast_and_correct_steps_files,
     scenario_files,
     multi_process_page_files,
     python_versions_page_files,

@@ -1,20 +1,24 @@
-"""How fast can Python go: measure every optimisation step of the fastest design, and profile it.
+"""How fast can Python go: measure every optimisation step of a design, and profile the fastest.
 
-    python scripts/bench.py how-fast steps [--quick] [--repeat N] [--seconds S] [--reference NAME ...]
+    python scripts/bench.py how-fast steps [--chain NAME] [--quick] [--repeat N] [--seconds S] [--reference NAME ...]
     python scripts/bench.py how-fast profile [--quick] [--seconds S] [--rate HZ]
 
-`steps` rebuilds each step's server from servers/uvloop_protocol_keep_alive.py
-and the diffs in scripts/how_fast/ (model/how_fast_steps.py), and measures every step
-and the reference servers in one run, the same way: the server alone on CPU 0
-with no simulated call, checked with the HTTP contract, then wrk with 50
-keep-alive connections on CPU 1, the server's CPU time sampled meanwhile.
-Repetitions alternate the order of the rows. `profile` samples the fastest
-design with py-spy (native frames included) while wrk loads it, and keeps the
-collapsed stacks, wrk's numbers and the kernel's count of user and system time.
+`steps` rebuilds each step's server of a chain (model/how_fast_steps.py: `how-fast`,
+the default, from servers/uvloop_protocol_keep_alive.py and scripts/how_fast/;
+`fast-and-correct` from servers/fast_and_correct.py and scripts/fast_and_correct/),
+and measures every step and the reference servers in one run, the same way: the
+server alone on CPU 0 with no simulated call, checked with the HTTP contract, then
+wrk with 50 keep-alive connections on CPU 1, the server's CPU time sampled
+meanwhile. Repetitions alternate the order of the rows. The tool's ceiling is the
+`peak` scenario's (the design it names is one of the rows), so the table flags the
+rows within 80% of it as the peak table does. `profile` samples the fastest design
+with py-spy (native frames included) while wrk loads it, and keeps the collapsed
+stacks, wrk's numbers and the kernel's count of user and system time.
 
-A full run writes results/how-fast/steps.json or results/profiles/; --quick
-writes the same files under build/results/ (shorter runs, one repetition).
-`python scripts/bench.py render` turns them into the page's tables and flame graph.
+A full run writes the chain's record (results/how-fast/steps.json,
+results/fast-and-correct/steps.json) or results/profiles/; --quick writes the same
+files under build/results/ (shorter runs, one repetition). `python scripts/bench.py
+render` turns them into the pages' tables and flame graph.
 """
 
 from __future__ import annotations
@@ -45,28 +49,36 @@ from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import CLOCK_TICKS, GroupSampler
 
 CONNECTIONS = 50
-DEFAULT_REFERENCES = ["nginx-keep-alive", "uvicorn-keep-alive", "granian-asgi"]  # the `peak` scenario's rivals
-FULL = {"seconds": 4, "repeat": 4}  # nine rows: about 4 minutes in all
+DEFAULT_REFERENCES = {  # by chain: the `peak` scenario's rivals; fast and correct is about its share of nginx's rate
+    how_fast_steps.HOW_FAST.name: ["nginx-keep-alive", "uvicorn-keep-alive", "granian-asgi"],
+    how_fast_steps.FAST_AND_CORRECT.name: ["nginx-keep-alive"],
+}
+CEILING_SCENARIO = "peak"  # the steps are measured as this scenario measures, so its tool ceiling is theirs
+FULL = {"seconds": 4, "repeat": 4}  # nine rows: about 2.5 minutes in all
 QUICK = {"seconds": 2, "repeat": 1}
 PROFILE_SECONDS = {"full": 15, "quick": 3}
 PROFILE_RATE_HZ = 250  # samples a second; py-spy unwinding native frames cannot keep up with 1,000
-WORK_DIR = REPO_ROOT / "build" / "how-fast"
 
 
 def results_root(quick: bool) -> Path:
     return SCRATCH_RESULTS_DIR if quick else RESULTS_DIR
 
 
-def step_rows(work_dir: Path) -> list[dict[str, Any]]:
-    """One row per step: its server file written under work_dir, started as the fastest design's catalogue entry."""
-    fastest = load_catalogue().design(how_fast_steps.PROFILE_NAME)
+def work_dir_for(chain: how_fast_steps.Chain) -> Path:
+    """Where a chain's step files are written (build/how-fast/ for the how-fast chain, as before)."""
+    return REPO_ROOT / "build" / chain.name
+
+
+def step_rows(chain: how_fast_steps.Chain, work_dir: Path) -> list[dict[str, Any]]:
+    """One row per step: its server file written under work_dir, started as the chain's design's catalogue entry."""
+    final = load_catalogue().design(chain.design_name)
     rows = []
-    all_steps = how_fast_steps.steps()
+    all_steps = chain.steps()
     for step in all_steps:
         path = work_dir / f"step-{step.number}-{step.name}.py"
-        path.write_text(how_fast_steps.step_source(step, all_steps=all_steps), encoding="utf-8")
+        path.write_text(chain.step_source(step, all_steps=all_steps), encoding="utf-8")
         file = str(path.relative_to(REPO_ROOT))
-        design = dataclasses.replace(fastest, name=f"step-{step.number}", title=step.name.replace("-", " "), file=file)
+        design = dataclasses.replace(final, name=f"step-{step.number}", title=step.name.replace("-", " "), file=file)
         rows.append({"name": design.name, "title": design.title, "step": step.number, "file": file, "design": design,
                      "stop_signal": design.stop_signal.name})
     return rows
@@ -112,14 +124,33 @@ def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None
     return run
 
 
+def ceiling_design() -> str:
+    """The design whose rate is the tool's ceiling here: the one CEILING_SCENARIO names."""
+    return load_catalogue().scenario(CEILING_SCENARIO).options["ceiling"]
+
+
+def with_ceiling(chain: how_fast_steps.Chain, references: list[str]) -> tuple[list[str], str]:
+    """The reference names with the ceiling's design added if no row runs it yet, and the ceiling row's name.
+
+    When the chain's last step is that design (how-fast), that step's row is the ceiling.
+    """
+    ceiling = ceiling_design()
+    if chain.design_name == ceiling:
+        return references, f"step-{len(chain.steps()) - 1}"
+    return (references if ceiling in references else references + [ceiling]), ceiling
+
+
 def measure_steps(args: argparse.Namespace) -> Path:
-    """Measure every step and reference row, alternating their order; the path of the record written."""
+    """Measure every step and reference row of the chain, alternating their order; the path of the record written."""
+    chain = how_fast_steps.CHAINS[args.chain]
     settings = QUICK if args.quick else FULL
     seconds, repeat = args.seconds or settings["seconds"], args.repeat or settings["repeat"]
     tool = require_tool("wrk")
-    WORK_DIR.mkdir(parents=True, exist_ok=True)
-    references = reference_rows(args.reference or DEFAULT_REFERENCES, bool(args.reference), WORK_DIR)
-    rows = step_rows(WORK_DIR) + references
+    work_dir = work_dir_for(chain)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    names, ceiling_row = with_ceiling(chain, args.reference or DEFAULT_REFERENCES[chain.name])
+    references = reference_rows(names, bool(args.reference), work_dir)
+    rows = step_rows(chain, work_dir) + references
     pinning = processes.cpu_pinning()
     environment = describe_machine(pinning, {"wrk": tool.version()})
     started = utc_now()
@@ -133,7 +164,8 @@ def measure_steps(args: argparse.Namespace) -> Path:
                 continue  # it failed once: not measured again
             print(f"[{repetition + 1}/{repeat}] {row['name']} ({row['title']})", file=sys.stderr, flush=True)
             try:
-                run = measure_row(row, seconds, pinning, launcher.LOG_DIR / "how-fast" / row["name"] / f"repetition-{repetition}")
+                run = measure_row(row, seconds, pinning,
+                                  launcher.LOG_DIR / chain.name / row["name"] / f"repetition-{repetition}")
             except processes.ServerStartError as error:
                 run = {"error": f"server did not start: {error.args[0].splitlines()[0]}"}
             run["repetition"] = repetition
@@ -145,15 +177,18 @@ def measure_steps(args: argparse.Namespace) -> Path:
     record = {
         "schema": 1,
         "kind": "how-fast-steps",
+        "chain": chain.name,
         "mode": "quick" if args.quick else "full",
         "settings": {"connections": CONNECTIONS, "seconds": seconds, "repeat": repeat, "delay": 0.0,
-                     "keep_alive": True, "relative_to": relative_to},
+                     "keep_alive": True, "relative_to": relative_to,
+                     "ceiling": ceiling_row if any(row["name"] == ceiling_row for row in rows) else None,
+                     "ceiling_scenario": CEILING_SCENARIO},
         "environment": environment,
         "started_utc": started,
         "finished_utc": utc_now(),
         "rows": [{key: value for key, value in row.items() if key != "design"} for row in rows],
     }
-    path = results_root(args.quick) / how_fast_steps.STEPS_RECORD
+    path = results_root(args.quick) / chain.record
     write_json_atomic(path, record)
     return path
 
@@ -198,7 +233,7 @@ def saturation(after: tuple[float, float], before: tuple[float, float], wrk: dic
     """How busy the server was in both runs, and the clean run's rate against the steps table's last step."""
     busy = (sum(after) - sum(before)) / wrk["duration_s"] if wrk.get("duration_s") else 0.0
     profiled_busy = (sum(profiled_after) - sum(profiled_before)) / sampling_seconds if sampling_seconds else 0.0
-    steps_path = RESULTS_DIR / how_fast_steps.STEPS_RECORD
+    steps_path = RESULTS_DIR / how_fast_steps.HOW_FAST.record
     steps_rate = None
     if steps_path.exists():
         last = json.loads(steps_path.read_text(encoding="utf-8"))["rows"]
@@ -321,12 +356,16 @@ def positive_integer(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`bench.py how-fast steps|profile`: the suite's command line."""
     commands = parser.add_subparsers(dest="part", required=True)
-    steps = commands.add_parser("steps", help="measure every optimisation step and the reference servers")
+    steps = commands.add_parser("steps", help="measure every optimisation step of a chain and the reference servers")
+    steps.add_argument("--chain", choices=sorted(how_fast_steps.CHAINS), default=how_fast_steps.HOW_FAST.name,
+                       help="which design's steps (default: %(default)s)")
     steps.add_argument("--quick", action="store_true", help="short runs, one repetition, into build/results/")
     steps.add_argument("--repeat", type=positive_integer, help="repetitions of every row")
     steps.add_argument("--seconds", type=positive_integer, help="seconds of wrk per run")
     steps.add_argument("--reference", action="append", help="a catalogue design to measure beside the steps "
-                       f"(default: {', '.join(DEFAULT_REFERENCES)}, those the catalogue has)")
+                       "(default, by chain: " + "; ".join(f"{name}: {', '.join(names)}" for name, names
+                                                          in DEFAULT_REFERENCES.items())
+                       + f"; those the catalogue has), and always the `{CEILING_SCENARIO}` scenario's ceiling")
     profile = commands.add_parser("profile", help="sample the fastest design with py-spy under wrk")
     profile.add_argument("--quick", action="store_true", help="a shorter profile, into build/results/")
     profile.add_argument("--seconds", type=positive_integer, help="seconds of sampling")

@@ -50,7 +50,7 @@ from harness.clients import probe
 from harness.clients.tools import ToolMissingError
 from harness.model import instruction_counts
 from harness.model.catalogue import Catalogue, Design
-from harness.model.how_fast_steps import PROFILE_NAME
+from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
 from harness.suites import how_fast
@@ -189,10 +189,11 @@ def measure_row(row: dict[str, Any], requests: tuple[int, int], measurements: in
 
 def plan_rows(catalogue: Catalogue) -> list[dict[str, Any]]:
     """Every row: the how-fast steps, plain and hardened, and the versions design on each CPython."""
-    how_fast.WORK_DIR.mkdir(parents=True, exist_ok=True)
+    work_dir = how_fast.work_dir_for(HOW_FAST)
+    work_dir.mkdir(parents=True, exist_ok=True)
     rows = [{"name": step["name"], "title": step["title"], "group": "steps", "design_name": PROFILE_NAME,
              "step": step["step"], "file": step["file"], "python": None, "design": step["design"]}
-            for step in how_fast.step_rows(how_fast.WORK_DIR)]
+            for step in how_fast.step_rows(HOW_FAST, work_dir)]
     for name in PLAIN_AND_HARDENED:
         design = catalogue.design(name)
         rows.append({"name": name, "title": design.title, "group": "hardened", "design_name": name, "step": None,
