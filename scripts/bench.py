@@ -6,7 +6,7 @@
     python scripts/bench.py serve NAME [--port P] [--delay S] [--work N]
     python scripts/bench.py check NAME [--work N] [--keep-alive]
     python scripts/bench.py run [--scenario S|GROUP] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
-    python scripts/bench.py restart [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py restart [--design NAME ...] [--quick] [--in-flight] [--out DIR]
     python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py render [--check]
     python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
@@ -170,7 +170,8 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The restart scenario: restarts under steady load, every request recorded (harness/suites/restart.py)."""
-    path, problems = restart.run_restart(catalogue, args.quick, args.design, args.out)
+    run = restart.run_restart_in_flight if args.in_flight else restart.run_restart
+    path, problems = run(catalogue, args.quick, args.design, args.out)
     print(f"Wrote {path}")
     return EXIT_OK if problems == 0 else EXIT_FAILED  # failed requests are findings, recorded
 
@@ -299,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     restarting = commands.add_parser("restart", help="restart servers under steady load; record every request")
     restarting.add_argument("--design", action="append", help="only this design's targets (repeatable)")
     restarting.add_argument("--quick", action="store_true", help="shorter load, fewer restarts")
+    restarting.add_argument("--in-flight", action="store_true",
+                            help="one restart with kept-alive clients idle and long requests in flight "
+                                 "(restart.toml's [in_flight])")
     restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
                                                       "run of every target, build/results/ otherwise)")
     restarting.set_defaults(handler=command_restart)

@@ -15,6 +15,11 @@ Each target runs `repeat` times (three in a full run), the targets taking turns 
 target once, then every target again), so a drift of the machine touches them alike; the record
 keeps every run, and the page shows the spread of the failed requests across them.
 
+The `[in_flight]` table of the same file is a second measurement (`bench.py restart --in-flight`,
+results/multi-process/restart-in-flight.json): one restart per run, with kept-alive connections
+idle and long requests in flight at that moment (clients/restart_probe.py says what it sends);
+the record keeps what each of those clients saw, with every moment from the restart.
+
 Known limits: the moments are the harness's, taken on the same CLOCK_MONOTONIC as the client's
 (both processes read it through time.perf_counter on Linux).
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import statistics
 import subprocess
@@ -52,7 +58,7 @@ HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
 BIN_SECONDS = 0.25
 METHODS = {"signal", "stop-start"}
 _PLAN_KEYS = {"id", "title", "rate", "seconds", "delay", "restarts", "first_restart", "every", "repeat", "quick",
-              "target"}
+              "target", "in_flight"}
 _TARGET_KEYS = {"design", "method", "signal", "source"}
 
 
@@ -96,7 +102,8 @@ def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue 
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise RestartPlanError(f"{path}: {error}") from error
-    unknown = sorted(set(data) - _PLAN_KEYS) + sorted(set(data.get("quick", {})) - (_PLAN_KEYS - {"quick", "target"}))
+    unknown = sorted(set(data) - _PLAN_KEYS) + sorted(set(data.get("quick", {})) - (_PLAN_KEYS - {"quick", "target",
+                                                                                                  "in_flight"}))
     if unknown:
         raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_PLAN_KEYS))}")
     targets = []
@@ -256,3 +263,155 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     write_json_atomic(path, record)
     return path, sum(len(row["errors"]) + sum(1 for run in row["runs"] if run["report"]["timed_out"]) for row in rows)
 
+
+
+# --- One restart with kept-alive connections idle and long requests in flight (the [in_flight] table) ---
+
+PROBE = REPO_ROOT / "scripts" / "harness" / "clients" / "restart_probe.py"
+_IN_FLIGHT_KEYS = {"id", "title", "delay", "idle", "long", "restart_after", "next_after", "repeat", "quick", "target"}
+_IN_FLIGHT_TARGET_KEYS = {"design", "signal", "arguments", "source"}
+
+
+@dataclass(frozen=True)
+class InFlightTarget:
+    design: str
+    signal: str
+    arguments: list[str]  # added after the design's own command (a later option wins): --workers 2
+    source: str
+
+    @property
+    def label(self) -> str:
+        return " ".join([self.design, *self.arguments, f"({self.signal})"])
+
+
+@dataclass(frozen=True)
+class InFlightPlan:
+    id: str
+    title: str
+    delay: float  # every request's simulated call: the long requests, and the idle connections' first and next
+    idle: int  # kept-alive connections idle at the restart
+    long: int  # requests in flight at the restart
+    restart_after: float  # seconds after the long requests were sent
+    next_after: list[float]  # seconds after the restart, the idle connections' next requests (taken in turn)
+    repeat: int
+    targets: list[InFlightTarget] = field(default_factory=list)
+
+
+def load_in_flight_plan(path: Path = PLAN_PATH, quick: bool = False,
+                        catalogue: Catalogue | None = None) -> InFlightPlan:
+    """Read and check the [in_flight] table: unknown keys, unknown designs, bad signals are errors naming the file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8")).get("in_flight")
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise RestartPlanError(f"{path}: {error}") from error
+    if data is None:
+        raise RestartPlanError(f"{path}: no [in_flight] table")
+    overrides = data.get("quick", {})
+    unknown = sorted(set(data) - _IN_FLIGHT_KEYS) + sorted(set(overrides) - (_IN_FLIGHT_KEYS - {"quick", "target"}))
+    if unknown:
+        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)} in [in_flight]; "
+                               f"known: {', '.join(sorted(_IN_FLIGHT_KEYS))}")
+    targets = []
+    for entry in data.get("target", []):
+        extra = sorted(set(entry) - _IN_FLIGHT_TARGET_KEYS)
+        if extra:
+            raise RestartPlanError(f"{path}: unknown key(s) {', '.join(extra)} in an [[in_flight.target]]; "
+                                   f"known: {', '.join(sorted(_IN_FLIGHT_TARGET_KEYS))}")
+        if not hasattr(signal.Signals, str(entry.get("signal"))):
+            raise RestartPlanError(f"{path}: in_flight target {entry.get('design')!r} needs a signal name, "
+                                   f"got {entry.get('signal')!r}")
+        if catalogue is not None and entry["design"] not in catalogue.designs:
+            raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
+        targets.append(InFlightTarget(entry["design"], entry["signal"], list(entry.get("arguments", [])),
+                                      entry.get("source", "")))
+    settings = {key: data[key] for key in ("delay", "idle", "long", "restart_after", "next_after")}
+    settings["repeat"] = data.get("repeat", 1)
+    if quick:
+        settings.update({key: value for key, value in overrides.items()})
+    plan = InFlightPlan(id=data["id"], title=data["title"], targets=targets, **settings)
+    if not isinstance(plan.repeat, int) or plan.repeat < 1:
+        raise RestartPlanError(f"{path}: [in_flight] repeat must be a whole number of runs, at least 1")
+    if plan.restart_after >= plan.delay:
+        raise RestartPlanError(f"{path}: [in_flight] restart_after ({plan.restart_after:g} s) must fall while the "
+                               f"long requests ({plan.delay:g} s) are in flight")
+    return plan
+
+
+def probe_command(port: int, plan: InFlightPlan) -> list[str]:
+    return [sys.executable, str(PROBE), "--port", str(port), "--idle", str(plan.idle), "--long", str(plan.long),
+            "--restart-after", f"{plan.restart_after:g}", "--next-after", *(f"{value:g}" for value in plan.next_after)]
+
+
+def read_line(stream: Any, timeout: float) -> str:
+    """One line from a pipe, or '' when none came within `timeout` (the probe died or hangs)."""
+    readable, _, _ = select.select([stream], [], [], timeout)
+    return stream.readline() if readable else ""
+
+
+def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlightTarget, port: int, log_dir: Path,
+                      pinning: dict[str, str | None], repetition: int = 0) -> dict[str, Any]:
+    """One run: start the design, let the probe open its connections, restart at its line, record what it saw."""
+    design = catalogue.design(target.design)
+    workdir = log_dir / f"{design.name}-in-flight" / f"repetition-{repetition}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = probe_command(port, plan)
+    run: dict[str, Any] = {"repetition": repetition, "probe_command": processes.pinned(command, pinning["load"])}
+    with launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"],
+                                 extra_arguments=target.arguments) as server:
+        run["server_command"] = server.command
+        print(f"  server: {' '.join(server.command)}\n  probe:  {' '.join(run['probe_command'])}", flush=True)
+        with started_client(command, pinning["load"], workdir) as client:
+            assert client.stdout is not None
+            line = read_line(client.stdout, plan.delay + 30)
+            if not line.startswith("restart "):
+                run["error"] = f"the probe never reached the restart: {line!r}"
+            else:
+                os.kill(server.process.pid, signal.Signals[target.signal])
+                run["signal_lag_s"] = round(time.perf_counter() - float(line.split()[1]), 4)
+                try:
+                    stdout, _ = client.communicate(timeout=2 * plan.delay + max(plan.next_after) + 60)
+                    run["report"] = json.loads(stdout)
+                except (subprocess.TimeoutExpired, json.JSONDecodeError) as error:
+                    run["error"] = f"the probe gave no report: {error}"
+        run["alive_at_end"] = server.alive()
+    run.update(exit_code=server.exit_code, stderr_tail=server.stderr_tail()[-800:])
+    return run
+
+
+def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
+                          out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
+    """Every [in_flight] target `repeat` times, taking turns; write the record; return it and the problems."""
+    plan = load_in_flight_plan(plan_path, quick=quick, catalogue=catalogue)
+    for name in design_names or []:
+        catalogue.design(name)  # unknown name: UnknownNameError, exit 2
+    targets = [target for target in plan.targets if not design_names or target.design in design_names]
+    pinning = processes.cpu_pinning()
+    started = utc_now()
+    log_dir = launcher.LOG_DIR / plan.id
+    rows = [{"name": target.design, "title": catalogue.design(target.design).title, "signal": target.signal,
+             "arguments": target.arguments, "label": target.label, "source": target.source, "runs": [],
+             "errors": []} for target in targets]
+    for repetition in range(plan.repeat):  # every target once, then again: drift touches them alike
+        for target, row in zip(targets, rows):
+            print(f"{plan.id}: {target.label}, run {repetition + 1}/{plan.repeat}", flush=True)
+            try:
+                run = measure_in_flight(catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition)
+            except processes.ServerStartError as error:
+                print(f"  server failed: {error}", file=sys.stderr, flush=True)
+                row["errors"].append({"repetition": repetition, "error": str(error)})
+                continue
+            if "error" in run:
+                row["errors"].append({"repetition": repetition, "error": run["error"]})
+            row["runs"].append(run)
+    record = {
+        "schema": SCHEMA_VERSION, "kind": "restart-in-flight",
+        "scenario": {"id": plan.id, "title": plan.title, "delay": plan.delay, "idle": plan.idle, "long": plan.long,
+                     "restart_after": plan.restart_after, "next_after": plan.next_after, "repeat": plan.repeat,
+                     "quick": quick},
+        "environment": describe_machine(pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}),
+        "started_utc": started, "finished_utc": utc_now(), "targets": rows,
+    }
+    default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
+    path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
+    write_json_atomic(path, record)
+    return path, sum(len(row["errors"]) for row in rows)

@@ -1,0 +1,93 @@
+"""One restart with kept-alive clients idle and long requests in flight (restart.toml's [in_flight], issue 24):
+the plan is checked, our supervisor's restart is reproduced in small, and the tables are fed only by the record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from harness.render import multi_process_tables
+from harness.suites import restart
+
+from conftest import CATALOGUE
+
+PLAN = """
+id = "restart"
+title = "test"
+rate = 100
+seconds = 1
+delay = 0.05
+restarts = 0
+first_restart = 0
+every = 0
+
+[in_flight]
+id = "restart-in-flight"
+title = "test"
+delay = 1.5
+idle = 1
+long = 1
+restart_after = 0.3
+next_after = [0.5]
+repeat = 1
+
+[[in_flight.target]]
+design = "event-loop-workers"
+signal = "SIGHUP"
+source = "its docstring"
+"""
+
+
+def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
+    path = tmp_path / "restart.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_committed_in_flight_plan_loads_and_names_known_designs() -> None:
+    plan = restart.load_in_flight_plan(catalogue=CATALOGUE)
+    assert plan.repeat >= 3 and plan.delay == 5.0 and plan.restart_after < plan.delay
+    assert {"event-loop-workers", "gunicorn-gthread"} <= {target.design for target in plan.targets}
+    assert restart.load_in_flight_plan(quick=True, catalogue=CATALOGUE).repeat == 1
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("long = 1", "lng = 1"), "unknown key(s) lng"),
+    (('signal = "SIGHUP"', 'signal = "SIGHOP"'), "needs a signal name"),
+    (("restart_after = 0.3", "restart_after = 2"), "while the long requests"),
+])
+def test_a_wrong_in_flight_plan_is_refused_naming_the_file(tmp_path, change, message) -> None:
+    with pytest.raises(restart.RestartPlanError, match="restart.toml") as error:
+        restart.load_in_flight_plan(write_plan(tmp_path, PLAN.replace(*change)), catalogue=CATALOGUE)
+    assert message in str(error.value)
+
+
+def test_our_supervisor_finishes_the_request_in_flight_and_the_idle_client_reconnects(tmp_path) -> None:
+    """A 1.5 s request sent 0.3 s before SIGHUP is answered after the restart (the old worker waited for it);
+    the kept-alive client finds its connection closed cleanly after its first answer (the design says
+    Connection: close), so its next request, 0.5 s after the restart, goes on a new connection and is answered."""
+    path, problems = restart.run_restart_in_flight(CATALOGUE, quick=False, design_names=None,
+                                                   out_dir=tmp_path / "out", plan_path=write_plan(tmp_path))
+    assert problems == 0
+    record = json.loads(path.read_text(encoding="utf-8"))
+    (run,) = record["targets"][0]["runs"]
+    assert run["alive_at_end"]
+    (long,) = run["report"]["long"]
+    assert long["outcome"] == 200 and long["sent_s"] < 0 < long["ended_s"]  # in flight across the restart
+    (idle,) = run["report"]["idle"]
+    assert idle["first"]["outcome"] == 200 and not idle["first"]["keep_alive"]
+    assert idle["closed_by_server"] == "closed" and idle["closed_at_s"] < 0  # a clean close, before the restart
+    assert not idle["reused"] and idle["next"]["outcome"] == 200
+    tables = multi_process_tables.in_flight_tables(record)
+    assert "| event-loop-workers (SIGHUP) | 1 | 1 answered (1 saying Connection: close) |" in tables
+    assert "1 of 1: 1 closed at" in tables and "One run per server (⚠ no spread)" in tables
+
+
+def test_the_tables_count_every_failure_kind() -> None:
+    answers = [{"outcome": 200, "keep_alive": True}, {"outcome": "closed", "keep_alive": False},
+               {"outcome": "reset", "keep_alive": False}, {"outcome": "closed", "keep_alive": False}]
+    assert multi_process_tables.outcomes_label(answers) == "1 answered, **2 closed before an answer**, **1 reset**"
+    assert multi_process_tables.outcomes_label([]) == "–"
+    assert multi_process_tables.seconds_span([4.701, 4.704]) == "4.70 s"
+    assert multi_process_tables.seconds_span([1.0, 4.7]) == "1.00–4.70 s"
