@@ -231,8 +231,8 @@ def in_flight_tables(record: dict[str, Any]) -> str:
         f"after it; every request {scenario['delay']:g} s (the simulated call). "
         + (f"{repeat} runs per server, the servers taking turns; counts over all runs. " if repeat > 1
            else "One run per server (⚠ no spread). ")
-        + "Closed: the server closed the connection (end of file) before a whole answer; reset: the connection "
-        "was reset. Server on CPU " + str(pinning["server_cpu"]) + ", client (scripts/harness/clients/"
+        + "A negative moment is before the restart. Closed before an answer: the server closed the connection "
+        "(end of file) after the request was sent; reset: the connection was reset. Server on CPU " + str(pinning["server_cpu"]) + ", client (scripts/harness/clients/"
         "restart_probe.py) on CPU " + str(pinning["load_tool_cpu"]) + f" (taskset); {machine['cpu_model']}, "
         f"Python {machine['python']}, commit {machine['commit'][:7]}"
         + (" (uncommitted changes ⚠)" if machine.get("dirty") else "")
