@@ -11,7 +11,7 @@ import pytest
 from harness.clients import gunicorn_corpus, reference_parsers
 from harness.model.catalogue import load_catalogue
 from harness.model.records import RESULTS_DIR
-from harness.render import conformance_tables
+from harness.render import conformance_grid, conformance_tables
 from harness.render.site import GENERATED_DIR
 from harness.suites.conformance import run_suite
 from harness.suites.conformance.conformance_cases import judge_answer, load_corpus
@@ -129,10 +129,11 @@ def fixture_record() -> dict:
 def test_the_renderer_explains_every_mark_and_gives_a_verdict_per_design(tmp_path) -> None:
     (tmp_path / "conformance.json").write_text(json.dumps(fixture_record()), encoding="utf-8")
     files = {path.name: text for path, text in conformance_tables.conformance_files(tmp_path, tmp_path / "gen").items()}
-    matrix = files["conformance-matrix.md"]
-    for mark in ("✔", "≈", "✘", "–"):  # each on its verdict's colour (the survival grid's classes)
-        assert f'">{mark}</span> |' in matrix
-    assert "| 200+200 |" in matrix and '✘</span> 200+200' in matrix
+    assert '✘</span> 200+200' in files["conformance-matrix.md"]
+    grid = conformance_grid.conformance_grid_files(tmp_path, tmp_path / "gen")[tmp_path / "gen" / "conformance-grid.md"]
+    for mark in ("✔", "≈", "✘", "–"):  # the legend: each mark on its verdict's colour (the survival grid's classes)
+        assert f'aria-hidden="true">{mark}</span> **' in grid
+    assert "- `200+200`: two answers" in grid and 'title="3. CL.TE: fail, 200+200"' in grid
     summary = files["conformance-summary.md"]
     assert "passes 1 of 3; fails no Host → 200, CL.TE → 200+200" in summary
     assert "answered `200+200` (`asyncio-streams`): the bytes a front end counted as body (by Content-Length) are " \

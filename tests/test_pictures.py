@@ -3,7 +3,8 @@
 The questions (render/predict.py) quote a cell of a committed record, so the test recomputes each
 answer from the record and finds it in the page's file, and checks that every page that has one
 includes it before its results. The grid (render/survival_grid.py) must explain every status code
-the committed hostile record holds, and give every design a verdict.
+the committed hostile record holds, and give every design a verdict; the conformance grid
+(render/conformance_grid.py) must draw every answer of its record and explain every code in it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_records
 from harness.render.cells import cells_by_level, format_rate, summarise_cell
 from harness.render.predict import QUESTIONS, predict_files
 from harness.render.survival import load_record
+from harness.render import conformance_grid, conformance_tables
 from harness.render.survival_grid import CODES, grid_page
 
 DOCS = REPO_ROOT / "docs"
@@ -66,3 +70,40 @@ def test_the_survival_grid_has_a_cell_per_case_and_a_verdict_per_design() -> Non
     assert all(row.count('class="sv ') == len(record["cases"]) for row in rows)
     verdicts = page.split("**One line per design:**")[1]
     assert verdicts.count("robust in ") == len(record["designs"])
+
+
+def test_the_conformance_grid_draws_every_answer_of_the_record_and_matches_the_committed_file() -> None:
+    record = conformance_tables.load_record(REPO_ROOT / "results")
+    assert record is not None
+    [(path, page)] = conformance_grid.conformance_grid_files(REPO_ROOT / "results", DOCS / "_generated").items()
+    assert path.read_text(encoding="utf-8") == page, "stale: run `python scripts/bench.py render`"
+    alone_part, nginx_part = page.split("### Behind nginx")
+    alone = [design for design in record["designs"] if not design["behind_nginx"]]
+    for design in alone:  # every design alone: a row in each group's grid, a cell per case
+        rows = [line for line in alone_part.splitlines() if line.startswith(f"| {design['design']} | ")]
+        assert len(rows) == len(record["groups"]), design["name"]
+        assert sum(row.count('class="sv ') for row in rows) == len(record["cases"]), design["name"]
+    first = record["cases"][0]  # a cell says the case, the verdict and the code the record holds
+    answer = alone[0]["cases"][first["id"]]
+    assert f'title="1. {first["short"]}: {answer["verdict"]}, {answer["code"]}"' in alone_part
+    # behind nginx, rows are shared: every design is named once per group, or counted in 'every design'/'others'
+    assert nginx_part.count('<div class="survival-grid"') == len(record["groups"])
+
+
+def test_every_code_in_the_conformance_record_has_a_legend_entry() -> None:
+    record = conformance_tables.load_record(REPO_ROOT / "results")
+    page = conformance_grid.grid_page(record)
+    codes = {result["code"] for design in record["designs"] for result in design["cases"].values()}
+    assert {"200", "200+200", "200+400", "GET-only", "no answer"} <= codes  # the record's variety, not a trivial set
+    for code in codes:
+        for entry in conformance_tables.code_legend(code):
+            assert f"- `{entry}`: " in page, (code, entry)
+
+
+def test_a_conformance_code_without_a_legend_entry_stops_the_render() -> None:
+    record = conformance_tables.load_record(REPO_ROOT / "results")
+    design = record["designs"][0]
+    case_id = record["cases"][0]["id"]
+    odd = {**record, "designs": [{**design, "cases": {**design["cases"], case_id: {"verdict": "fail", "code": "teapot"}}}]}
+    with pytest.raises(ValueError, match="'teapot' has no entry in the legend"):
+        conformance_grid.grid_page(odd)

@@ -4,8 +4,9 @@ Rendering never measures. Five files, each saying "not measured yet" when the re
 
 - conformance-summary.md: one line per design, alone and behind nginx: its score and a verdict
   naming what it gets wrong;
-- conformance-matrix.md: designs x cases, one table per group of cases (narrow enough for the
-  content column), every cell a mark and what the design answered, the legend first;
+- conformance-matrix.md: designs x cases as text, one table per group of cases (narrow enough for the
+  content column), every cell a mark and what the design answered; the page folds it away under
+  the coloured grid and its legend (render/conformance_grid.py, conformance-grid.md);
 - conformance-smuggling.md: the smuggling cases as what an attacker gets from each design;
 - conformance-parsers.md: h11, httptools and the hardened parser side by side on every case, where
   they disagree and which one the RFC supports, and gunicorn's own corpus through the three;
@@ -15,6 +16,7 @@ Rendering never measures. Five files, each saying "not measured yet" when the re
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +35,15 @@ LEGEND = {
     "✘": "an answer the RFC does not allow",
     "–": "not applicable (the case needs a method other than GET; every design here answers 405 to it)",
 }
+# Every code a cell can show (suites/conformance/conformance_cases.py judge_answer and conformance_run.py),
+# as the legend writes it and what it means; CODE_PARTS says which entries explain a given code.
+STATUS = "200, 400, 405, 413, 417, 431, 501, 505"
 CODES = {
-    "200, 400, 405, 413, 417, 431, 501, 505": "the status of the first answer",
+    STATUS: "the status of the first answer",
     "200+200": "two answers: the bytes after the first request (a body, or bytes a conforming server refuses) "
                "were served as a request of their own",
+    "200+400": "two answers, the second a refusal: the server answered before reading the bytes after the "
+               "request, then refused them (nothing hidden was served, but one request drew two answers)",
     "200 open": "accepted, then the connection was left open where the RFC says the server must close it",
     "100→200": "a 100 Continue sent to an HTTP/1.0 client, then the answer",
     "0.9": "an HTTP/0.9 answer: the page without a status line",
@@ -44,7 +51,25 @@ CODES = {
     "closed": "the connection was closed without an answer",
     "no answer": "no answer, the connection still open after the suite's bound (waiting for bytes that a "
                  "conforming server would have refused)",
+    "GET-only": "not applicable: the case needs a method other than GET, and the design answers 405 to every other",
 }
+# A code is built in this order: an interim 100, the first answer (or none), further answers, ' open', ' as HTTP/x.y'.
+CODE_GRAMMAR = re.compile(r"(?P<interim>100→)?(?P<first>\d{3}|0\.9|closed|no answer|GET-only)"
+                          r"(?P<served>(\+2\d\d)+)?(?P<refused>(\+[3-5]\d\d)+)?(?P<open> open)?(?P<version> as HTTP/\d\.\d)?")
+CODE_PARTS = {"interim": "100→200", "served": "200+200", "refused": "200+400", "open": "200 open",
+              "version": "200 as HTTP/1.2"}
+
+
+def code_legend(code: str) -> list[str]:
+    """The CODES entries that explain `code`; a code the legend cannot explain is an error, not a silent cell."""
+    match = CODE_GRAMMAR.fullmatch(code)
+    if match is None:
+        raise ValueError(f"conformance code {code!r} has no entry in the legend (render/conformance_tables.py CODES)")
+    first = match["first"]
+    entries = [first if first in CODES else STATUS]
+    return entries + [CODE_PARTS[part] for part in CODE_PARTS if match[part]]
+
+
 COLUMNS_PER_TABLE = 5
 
 
@@ -68,14 +93,6 @@ def mark(verdict: str) -> str:
 
 def cell(result: dict[str, Any]) -> str:
     return f"{mark(result['verdict'])} {_escape(result['code'])}"
-
-
-def legend() -> str:
-    verdict_of = {symbol: verdict for verdict, symbol in MARKS.items()}
-    lines = ["| Mark | Meaning |", "|---|---|"] + [
-        f"| {mark(verdict_of[symbol]) if symbol in verdict_of else symbol} | {meaning} |" for symbol, meaning in LEGEND.items()]
-    lines += ["", "| Shown | Meaning |", "|---|---|"] + [f"| {code} | {meaning} |" for code, meaning in CODES.items()]
-    return "\n".join(lines) + "\n"
 
 
 def score(design: dict[str, Any]) -> tuple[int, int, int]:
@@ -136,7 +153,7 @@ def matrix(record: dict[str, Any], behind_nginx: bool) -> str:
         for start in range(0, len(cases), COLUMNS_PER_TABLE):
             part = cases[start:start + COLUMNS_PER_TABLE]
             suffix = f" ({start // COLUMNS_PER_TABLE + 1})" if len(cases) > COLUMNS_PER_TABLE else ""
-            out.append(f"#### {group['title']}{suffix}\n")
+            out.append(f"**{group['title']}{suffix}**\n")  # bold, not a heading: the page folds this text away
             out.append("| Design | " + " | ".join(_escape(case["short"]) for case in part) + " |")
             out.append("|---|" + "---|" * len(part))
             for design in designs:
@@ -281,13 +298,18 @@ def parse_cell(parsed: dict[str, Any]) -> str:
     return "waits"
 
 
+def case_anchor(case: dict[str, Any]) -> str:
+    """The id of the case's row in the list of every case (the grid's column headers link to it)."""
+    return f"case-{case['id']}"
+
+
 def cases_page(record: dict[str, Any]) -> str:
     out = []
     for group in record["groups"]:
         out.append(f"#### {group['title']}\n")
         out.append("| Case | Bytes sent | The RFC asks | Section |")
         out.append("|---|---|---|---|")
-        for case in record["cases"]:
+        for number, case in enumerate(record["cases"], 1):
             if case["group"] != group["id"]:
                 continue
             shown = case["request"].replace("{filler}", f"{{{case.get('filler', '')} × {case.get('filler_count', 0)}}}")
@@ -295,7 +317,8 @@ def cases_page(record: dict[str, Any]) -> str:
             asks = " or ".join(case["expect"]) + (f" (also allowed: {', '.join(case['lenient'])})"
                                                   if case.get("lenient") else "")
             cve = f"; {case['cve']}" if case.get("cve") else ""
-            out.append(f"| {_escape(case['short'])}: {_escape(case['title'])} | `{_escape(printable)}` | "
+            out.append(f"| <a id=\"{case_anchor(case)}\"></a>{number}. {_escape(case['short'])}: {_escape(case['title'])} | "
+                       f"`{_escape(printable)}` | "
                        f"{_escape(asks)}: {_escape(case['rfc'])} | {case['section']}{cve} |")
         out.append("")
     return "\n".join(out)
@@ -309,7 +332,7 @@ def conformance_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]
     if record is None:
         return {generated_dir / f"conformance-{name}.md": source + NOT_MEASURED for name in names}
     alone, proxied = matrix(record, False), matrix(record, True)
-    matrix_text = legend() + "\n" + alone + (("\n### Behind nginx\n\n" + proxied) if proxied else "")
+    matrix_text = alone + (("\n**Behind nginx**\n\n" + proxied) if proxied else "")  # its legend: conformance_grid
     contents = {
         "summary": caption(record) + "\n" + summary_table(record),
         "matrix": matrix_text,
