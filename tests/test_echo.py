@@ -27,6 +27,7 @@ from harness.clients.tools import echo as echo_client_tool
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.system import processes
+from scenario_settings import settings_of
 
 from conftest import CATALOGUE, first_line_served, started
 
@@ -373,7 +374,7 @@ def test_the_adapter_counts_errors_as_failed_and_complete() -> None:
 
 
 def test_the_adapter_reads_host_and_port_from_the_runners_url(tmp_path) -> None:
-    command = echo_client_tool.TOOL.command("http://127.0.0.1:4321/", 1000, {"time_limit": 60}, tmp_path)
+    command = echo_client_tool.TOOL.command("http://127.0.0.1:4321/", 1000, settings_of(time_limit=60), tmp_path)
     assert command[1:] == [str(CLIENT), "--host", "127.0.0.1", "--port", "4321", "--connections", "1000",
                            "--timeout", "60", "--timeline", str(tmp_path / "timeline.csv")]
 

@@ -59,7 +59,7 @@ def answer_on(conn: socket.socket) -> probe.RawResponse:
 
 @pytest.mark.parametrize("design", PAUSING, ids=lambda design: design.name)
 def test_out_of_file_descriptors_the_server_pauses_accepting_then_recovers(design: Design, tmp_path) -> None:
-    with launched(design, {"delay": 0.0}, tmp_path) as server:
+    with launched(design, 0.0, tmp_path) as server:
         host, port, pid = server.target_host, server.target_port, server.process.pid
         lower_group_open_files(pid, HEADROOM)
         with contextlib.ExitStack() as held_open:

@@ -26,6 +26,7 @@ import pytest
 from harness.clients import tools
 from harness.clients.tools import http_client
 from harness.system import processes
+from scenario_settings import settings_of
 
 from conftest import CATALOGUE, started
 
@@ -377,12 +378,12 @@ URL = "http://127.0.0.1:8000/"
      ["--requests", "300", "--rate", "30", "--max-in-flight", "10", "--duration", "2.5", "--timeout", "20"]),
 ], ids=["closed", "time-limit-and-keep-alive-ignored", "open-loop"])
 def test_adapter_command(settings: dict[str, Any], expected: list[str], tmp_path: Path) -> None:
-    command = http_client.TOOL.command(URL, 10, settings, tmp_path)
+    command = http_client.TOOL.command(URL, 10, settings_of(**settings), tmp_path)
     assert command == [sys.executable, str(CLIENT), URL, *expected]
 
 
 def test_adapter_command_with_a_timeline(tmp_path: Path) -> None:
-    command = http_client.TOOL.command(URL, 10, {"requests": 5, "timeline": True}, tmp_path)
+    command = http_client.TOOL.command(URL, 10, settings_of(requests=5, timeline=True), tmp_path)
     assert command[-2:] == ["--timeline", str(tmp_path / "timeline.json")]
 
 
@@ -447,9 +448,9 @@ def test_adapter_is_found_and_names_its_python() -> None:
 def test_adapter_real_runs(tmp_path: Path) -> None:
     with started(CATALOGUE.design("thread-per-connection"), tmp_path, delay=0.01) as server:
         url = url_of(server)
-        closed = http_client.TOOL.run(url, 5, {"requests": 30, "timeline": True}, tmp_path / "closed", cpu=None)
-        open_ = http_client.TOOL.run(url, 5, {"requests": 20, "rate": 100}, tmp_path / "open", cpu=None)
-        limited = http_client.TOOL.run(url, 2, {"requests": 100_000, "time_limit": 0.5}, tmp_path / "limited",
+        closed = http_client.TOOL.run(url, 5, settings_of(requests=30, timeline=True), tmp_path / "closed", cpu=None)
+        open_ = http_client.TOOL.run(url, 5, settings_of(requests=20, rate=100), tmp_path / "open", cpu=None)
+        limited = http_client.TOOL.run(url, 2, settings_of(requests=100_000, time_limit=0.5), tmp_path / "limited",
                                        cpu=None)
     assert closed["error"] is None, closed
     assert (closed["complete"], closed["failed"], closed["keep_alive"], closed["exit_code"]) == (30, 0, False, 0)
@@ -461,6 +462,6 @@ def test_adapter_real_runs(tmp_path: Path) -> None:
 def test_adapter_records_the_client_timeout_as_the_run_error(tmp_path: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as silent:
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
-        record = http_client.TOOL.run(url, 2, {"requests": 4, "client_timeout": 1}, tmp_path, cpu=None)
+        record = http_client.TOOL.run(url, 2, settings_of(requests=4, client_timeout=1), tmp_path, cpu=None)
     assert record["exit_code"] == 1 and record["timed_out"]
     assert record["error"] == "stopped by its own 1 s timeout: 2 requests unfinished"

@@ -22,7 +22,7 @@ def test_the_python_versions_form_one_group_in_catalogue_order() -> None:
     grouped = [group for group in interleave.groups(list(CATALOGUE.scenarios.values())) if len(group) > 1]
     assert [[scenario.id for scenario in group] for group in grouped] == [members]
     for scenario in interleave.members(CATALOGUE, "python-versions"):
-        assert scenario.settings(quick=False)["time_limit"] >= 5  # windows of at least 5 s
+        assert scenario.settings(quick=False).time_limit >= 5  # windows of at least 5 s
 
 
 def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,

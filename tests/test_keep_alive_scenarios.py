@@ -8,6 +8,7 @@ keep-alive-slow-path-off and peak (results/ is refreshed by the benchmarks; thes
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 import socket
@@ -20,6 +21,7 @@ from harness.clients.tools import wrk
 from harness.model.paths import REPO_ROOT
 from harness.render import keep_alive_verdict, site
 from harness.system import launcher
+from scenario_settings import settings_of
 
 from conftest import CATALOGUE, HTTP_DESIGNS, started
 
@@ -142,9 +144,9 @@ def test_the_delay_proxy_forwards_the_servers_close(tmp_path) -> None:
 
 
 def test_wrk_pipelines_with_its_own_script_and_passes_the_depth_after_a_double_dash() -> None:
-    settings = {"time_limit": 1, "keep_alive": True}
+    settings = settings_of(time_limit=1, keep_alive=True)
     plain = wrk.TOOL.command("http://127.0.0.1:8000/", 50, settings)
-    piped = wrk.TOOL.command("http://127.0.0.1:8000/", 50, {**settings, "pipeline_depth": 16})
+    piped = wrk.TOOL.command("http://127.0.0.1:8000/", 50, dataclasses.replace(settings, pipeline_depth=16))
     assert plain[-3:] == ["-s", str(wrk.REPORT_SCRIPT), "http://127.0.0.1:8000/"]
     assert piped[-5:] == ["-s", str(wrk.PIPELINE_SCRIPT), "http://127.0.0.1:8000/", "--", "16"]
 
@@ -181,7 +183,7 @@ def test_a_pipelined_wrk_run_times_batches_as_littles_law_says(tmp_path) -> None
     connections, depth = 8, 4
     with started(design, tmp_path) as server:
         url = f"http://{server.host}:{server.port}/"
-        run = wrk.TOOL.run(url, connections, {"time_limit": 1, "keep_alive": True, "pipeline_depth": depth},
+        run = wrk.TOOL.run(url, connections, settings_of(time_limit=1, keep_alive=True, pipeline_depth=depth),
                            tmp_path / "wrk", None)
     assert run["error"] is None
     assert run["complete"] > 0 and run["failed"] == 0 and run["non_2xx"] == 0

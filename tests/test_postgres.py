@@ -21,6 +21,7 @@ from harness.clients import probe
 from harness.model.catalogue import Design
 from harness.system import launcher, postgres, processes
 from process_table import all_processes
+from scenario_settings import settings_of
 
 from conftest import CATALOGUE
 
@@ -139,8 +140,8 @@ def test_wrk_summarises_the_wait_for_a_connection(cluster: postgres.ScratchClust
     wrk = require_tool("wrk")
     with launcher.running_design(CATALOGUE.design("asyncio-asyncpg"), processes.free_port(), 0.05, tmp_path,
                                  database=cluster.dsn, extra_arguments=["--pool-size", "2"]) as server:
-        run = wrk.run(f"http://{server.host}:{server.port}/", 20, {"time_limit": 1, "timeout": 10,
-                                                                     "header_statistic": "X-Pool-Wait-Us"},
+        run = wrk.run(f"http://{server.host}:{server.port}/", 20, settings_of(time_limit=1, timeout=10,
+                                                                               header_statistic="X-Pool-Wait-Us"),
                       tmp_path / "wrk", None)
     statistic = run["header_statistic"]
     assert run["error"] is None and statistic["header"] == "X-Pool-Wait-Us"

@@ -16,38 +16,39 @@ from harness.model.paths import REPO_ROOT
 from harness.render import site
 from harness.suites import plan
 from harness.system import ports
+from scenario_settings import settings_of
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 CATALOGUE = load_catalogue()
 
 
 def test_a_closed_loop_scenario_has_one_cell_per_concurrency_level() -> None:
-    cells = plan.levels({"concurrency": [1, 10, 50], "requests": 100})
+    cells = plan.levels(settings_of(concurrency=[1, 10, 50], requests=100))
     assert cells == [("c=1", 1, {}), ("c=10", 10, {}), ("c=50", 50, {})]
 
 
 def test_an_open_loop_rate_list_sweeps_the_rate_at_one_in_flight_cap() -> None:
-    cells = plan.levels({"concurrency": [1000], "rate": [20, 80, 160], "schedule_seconds": 2, "requests": 0})
+    cells = plan.levels(settings_of(concurrency=[1000], rate=[20, 80, 160], schedule_seconds=2, requests=0))
     assert cells == [("rate=20", 1000, {"rate": 20, "requests": 40}),
                      ("rate=80", 1000, {"rate": 80, "requests": 160}),
                      ("rate=160", 1000, {"rate": 160, "requests": 320})]
 
 
 def test_a_single_rate_keeps_the_concurrency_levels() -> None:
-    assert plan.levels({"concurrency": [1000], "rate": 80, "requests": 400}) == [("c=1000", 1000, {})]
+    assert plan.levels(settings_of(concurrency=[1000], rate=80, requests=400)) == [("c=1000", 1000, {})]
 
 
 def test_only_blocking_designs_get_the_shorter_time_limit() -> None:
-    settings = {"time_limit": 11, "time_limit_blocking": 4}
+    settings = settings_of(time_limit=11, time_limit_blocking=4)
     blocking, concurrent = CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")
-    assert plan.design_settings(settings, blocking)["time_limit"] == 4
-    assert plan.design_settings(settings, concurrent)["time_limit"] == 11
-    assert plan.design_settings({"time_limit": 11}, blocking)["time_limit"] == 11  # no cap set: none applied
+    assert plan.design_settings(settings, blocking).time_limit == 4
+    assert plan.design_settings(settings, concurrent).time_limit == 11
+    assert plan.design_settings(settings_of(time_limit=11), blocking).time_limit == 11  # no cap set: none applied
 
 
 def test_the_plan_counts_every_cell_of_every_repetition_and_the_ceiling() -> None:
     designs = [CATALOGUE.design("sequential-sockets"), CATALOGUE.design("thread-per-connection")]
-    settings = {"concurrency": [1, 10], "repeat": 3, "time_limit": 11, "time_limit_blocking": 4}
+    settings = settings_of(concurrency=[1, 10], repeat=3, time_limit=11, time_limit_blocking=4)
     planned = plan.plan_cells(settings, designs, with_ceiling=True)
     overhead = plan.CELL_OVERHEAD_SECONDS
     assert len(planned) == 2 + 3 * 2 * 2  # the ceiling's two levels, then repetitions x designs x levels
@@ -58,7 +59,7 @@ def test_the_plan_counts_every_cell_of_every_repetition_and_the_ceiling() -> Non
 def test_the_plan_of_the_whole_catalogue_uses_five_repetitions_in_full_and_one_in_quick() -> None:
     for scenario in CATALOGUE.scenarios.values():
         full, quick = plan.scenario_settings(scenario, quick=False), plan.scenario_settings(scenario, quick=True)
-        assert quick["repeat"] == 1, scenario.id
+        assert quick.repeat == 1, scenario.id
         # The timeline is a picture of one run, not a statistic; every other cell is repeated five times,
         # peak fifteen (its two consecutive runs must agree within 5%: see its catalogue entry). Fewer, each
         # stated on its page: the database scenarios and the vegeta cross-check three (a PostgreSQL start per
@@ -67,7 +68,7 @@ def test_the_plan_of_the_whole_catalogue_uses_five_repetitions_in_full_and_one_i
         fewer = {"timeline": 1, "peak": 15, "sizing-open-loop": 1, "open-loop-vegeta": 3}
         expected = fewer.get(scenario.id, 3 if scenario.id.startswith("database-") else
                              2 if scenario.id.startswith("sizing-") else 5)
-        assert full["repeat"] == expected, scenario.id
+        assert full.repeat == expected, scenario.id
 
 
 def test_progress_scales_the_estimate_by_how_the_finished_cells_compared(capsys: pytest.CaptureFixture[str],
@@ -103,7 +104,7 @@ def test_an_open_loop_rate_sweep_records_one_run_per_rate(tmp_path: Path) -> Non
 def test_one_plan_spans_every_scenario_of_a_run() -> None:
     from_scratch, sweep = CATALOGUE.scenario("from-scratch"), CATALOGUE.scenario("sweep-io")
     progress = plan.plan_run(CATALOGUE, [(from_scratch, None), (sweep, ["nginx"])], quick=True, repeat=None)
-    quick_sweep_levels = len(sweep.settings(quick=True)["concurrency"])
+    quick_sweep_levels = len(sweep.settings(quick=True).concurrency)
     # from-scratch's quick designs (no ceiling: exempt), then sweep-io's ceiling and the one design named.
     assert len(progress.planned) == len(from_scratch.design_names(quick=True)) + 2 * quick_sweep_levels
 
@@ -122,7 +123,7 @@ def test_a_quick_run_measures_the_few_designs_its_quick_table_names() -> None:
 
 
 def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_its_plan(tmp_path: Path) -> None:
-    settings = {"concurrency": [10], "repeat": 2, "time_limit": 9}
+    settings = {"requests": 0, "concurrency": [10], "time_limit": 9, "delay": 0, "keep_alive": False, "repeat": 2}
     record = {"settings": settings, "designs": [{"name": "thread-per-connection"}], "ceiling": None,
               "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:00:05Z"}
     (tmp_path / "from-scratch.json").write_text(json.dumps(record))
@@ -152,7 +153,7 @@ def test_the_wait_ends_at_once_below_the_threshold_and_is_bounded_above_it(monke
 
 
 def test_time_limit_at_lengthens_only_the_levels_it_names() -> None:
-    settings = {"concurrency": [10, 500, 1000], "time_limit": 1, "time_limit_at": {"500": 2, "1000": 3}, "repeat": 1}
+    settings = settings_of(concurrency=[10, 500, 1000], time_limit=1, time_limit_at={"500": 2, "1000": 3}, repeat=1)
     assert plan.levels(settings) == [("c=10", 10, {}), ("c=500", 500, {"time_limit": 2}),
                                        ("c=1000", 1000, {"time_limit": 3})]
     overhead = plan.CELL_OVERHEAD_SECONDS

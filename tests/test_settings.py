@@ -7,8 +7,10 @@ the scenario and the file.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -53,7 +55,7 @@ def refused(directory: Path) -> str:
 
 def test_the_unchanged_test_scenario_is_valid(tmp_path: Path) -> None:
     write_catalogue(tmp_path)
-    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["keep_alive"] is False
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False).keep_alive is False
 
 
 def test_a_misspelt_key_is_named_with_its_scenario_its_file_and_the_likely_key(tmp_path: Path) -> None:
@@ -106,6 +108,33 @@ def test_every_tool_reads_only_known_settings_and_every_tool_setting_has_a_reade
     assert tool_settings <= read_somewhere
 
 
+def test_the_typed_settings_and_the_table_of_settings_cannot_drift() -> None:
+    """SETTINGS is read off ScenarioSettings' fields; each field's annotation is its type string's Python type."""
+    fields = {field.name: field for field in dataclasses.fields(settings.ScenarioSettings)}
+    assert list(fields) == list(settings.SETTINGS)
+    assert set(settings.PYTHON_TYPES) == set(settings.TYPES)
+    hints = typing.get_type_hints(settings.ScenarioSettings)
+    for name, setting in settings.SETTINGS.items():
+        python_type = settings.PYTHON_TYPES[setting.type]
+        optional = not setting.required and fields[name].default is None
+        assert hints[name] == (python_type | None if optional else python_type), name
+        assert setting.required == (fields[name].default is dataclasses.MISSING
+                                    and fields[name].default_factory is dataclasses.MISSING), name
+
+
+def test_every_scenario_gives_typed_settings_that_its_record_gives_back() -> None:
+    """Full and quick (the quick table replaced in); a record keeps what the scenario set, and reads back equal."""
+    for scenario in load_catalogue().scenarios.values():
+        full, quick = scenario.settings(quick=False), scenario.settings(quick=True)
+        assert quick == dataclasses.replace(full, **scenario.quick), scenario.id
+        for variant in (full, quick):
+            assert settings.ScenarioSettings.from_record(variant.to_record()) == variant, scenario.id
+        assert set(full.to_record()) <= set(scenario.settings_table()), scenario.id
+    old = {"requests": 1, "concurrency": [1], "time_limit": 1, "delay": 0, "keep_alive": False, "repeat": 1,
+           "retired_setting": 3}  # a record older than a setting's removal still loads
+    assert settings.ScenarioSettings.from_record(old).work == 0
+
+
 def test_the_readme_lists_every_setting() -> None:
     readme = (REPO_ROOT / "scripts" / "catalogue" / "README.md").read_text(encoding="utf-8")
     assert [name for name in settings.SETTINGS if f"`{name}`" not in readme] == []
@@ -120,7 +149,7 @@ def test_a_scenario_without_a_ceiling_or_a_reason_for_none_is_an_error(tmp_path:
     write_catalogue(tmp_path, ceiling='"sequential-sockets"')
     assert "sets both ceiling and ceiling_exempt" in refused(tmp_path)
     write_catalogue(tmp_path, drop=("ceiling_exempt",), ceiling='"sequential-sockets"')
-    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["ceiling"] == "sequential-sockets"
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False).ceiling == "sequential-sockets"
 
 
 @pytest.mark.parametrize("key", ["ceiling_exempt", "fixed_count"])
@@ -170,14 +199,14 @@ def test_a_duration_bound_scenario_needs_no_exemption(tmp_path: Path, tool: str,
 
 def test_a_fixed_count_experiment_may_run_for_less_than_a_second(tmp_path: Path) -> None:
     write_catalogue(tmp_path, tool='"hey"', requests="2000", time_limit="0.5")
-    assert load_catalogue(tmp_path).scenario("s").settings(quick=False)["fixed_count"] == "a test"
+    assert load_catalogue(tmp_path).scenario("s").settings(quick=False).fixed_count == "a test"
 
 
 def test_quick_designs_are_a_few_of_the_scenarios_own(tmp_path: Path) -> None:
     write_catalogue(tmp_path, quick='designs = ["sequential-sockets"]')
     scenario = load_catalogue(tmp_path).scenario("s")
     assert scenario.design_names(quick=True) == ["sequential-sockets"]
-    assert "designs" not in scenario.settings(quick=True)  # a name, not a setting
+    assert not hasattr(scenario.settings(quick=True), "designs")  # a name, not a setting
     write_catalogue(tmp_path, quick='designs = ["thread-per-connection"]')
     assert "quick.designs = ['thread-per-connection'], expected: a non-empty list of the scenario's own designs" \
         in refused(tmp_path)

@@ -8,6 +8,7 @@ processes actually held, and the generic scenario tables leaving a sweep to its 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -20,14 +21,11 @@ CATALOGUE = load_catalogue()
 
 
 def test_a_sweep_names_only_the_scenarios_designs_each_with_a_size_argument() -> None:
-    check_sizes("here", {"sizes": {"prefork": [1, 2]}, "size_arguments": {"prefork": ["--workers", "{size}"]}},
-                ["prefork"])
+    check_sizes("here", {"prefork": [1, 2]}, {"prefork": ["--workers", "{size}"]}, ["prefork"])
     with pytest.raises(SettingsError, match="not one of its designs"):
-        check_sizes("here", {"sizes": {"uvicorn": [1]}, "size_arguments": {"uvicorn": ["--workers", "{size}"]}},
-                    ["prefork"])
+        check_sizes("here", {"uvicorn": [1]}, {"uvicorn": ["--workers", "{size}"]}, ["prefork"])
     with pytest.raises(SettingsError, match="no argument with"):
-        check_sizes("here", {"sizes": {"prefork": [1]}, "size_arguments": {"prefork": ["--workers", "4"]}},
-                    ["prefork"])
+        check_sizes("here", {"prefork": [1]}, {"prefork": ["--workers", "4"]}, ["prefork"])
 
 
 def test_each_count_appends_its_arguments_after_the_designs_own_and_the_plan_counts_every_count() -> None:
@@ -38,9 +36,9 @@ def test_each_count_appends_its_arguments_after_the_designs_own_and_the_plan_cou
     command = plan.sized_design(settings, prefork, 4).command
     assert command[:len(prefork.command)] == prefork.command and command[-2:] == ["--workers", "4"]
     assert plan.sized_design(settings, prefork, None) is prefork
-    assert plan.sizes({}, prefork) == [None]
+    assert plan.sizes(dataclasses.replace(settings, sizes=None), prefork) == [None]
     designs = [CATALOGUE.design(name) for name in scenario.designs]
-    counted = sum(len(plan.sizes(settings, design)) for design in designs) * settings["repeat"]
+    counted = sum(len(plan.sizes(settings, design)) for design in designs) * settings.repeat
     assert len(plan.plan_cells(settings, designs, with_ceiling=True)) == counted + 1  # and the ceiling's cell
 
 

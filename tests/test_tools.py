@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from harness.clients import tools
 from harness.clients.tools import ab, hey, wrk
+from scenario_settings import settings_of
 
 from conftest import CATALOGUE, started
 
@@ -86,7 +87,7 @@ def test_ab_output_without_a_summary_is_an_error() -> None:
 ], ids=["time-limit-before-n", "keep-alive", "extra-flags"])
 def test_ab_command(settings: dict, expected: list[str], tmp_path: Path) -> None:
     tail = ["-e", str(tmp_path / "ab.csv"), "-g", str(tmp_path / "ab.tsv"), URL]
-    assert ab.TOOL.command(URL, 10, settings, tmp_path) == expected + tail
+    assert ab.TOOL.command(URL, 10, settings_of(**settings), tmp_path) == expected + tail
 
 
 @pytest.mark.skipif(shutil.which("ab") is None, reason="needs ab (apache2-utils), which `make test` installs")
@@ -167,7 +168,7 @@ def test_hey_sends_a_multiple_of_the_concurrency(requests: int, concurrency: int
       "hey", "-n", "2000", "-c", "50", "-t", "20", "-disable-keepalive", "-o", "csv", URL]),
 ], ids=["plain", "keep-alive-and-timeout", "time-limit-as-sigint"])
 def test_hey_command(settings: dict, expected: list[str]) -> None:
-    assert hey.TOOL.command(URL, 50, settings) == expected
+    assert hey.TOOL.command(URL, 50, settings_of(**settings)) == expected
 
 
 def test_hey_version_without_dpkg(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -216,11 +217,11 @@ def test_wrk_that_could_not_connect_printed_no_report() -> None:
 def test_wrk_command(settings: dict, duration: str, extra: list[str]) -> None:
     expected = ["wrk", "-t", "1", "-c", "50", "-d", duration, "--timeout", "20s", *extra,
                 "-s", str(wrk.REPORT_SCRIPT), URL]
-    assert wrk.TOOL.command(URL, 50, settings) == expected
+    assert wrk.TOOL.command(URL, 50, settings_of(**settings)) == expected
 
 
 def test_wrk_without_a_time_limit_is_a_recorded_error(tmp_path: Path) -> None:
-    record = wrk.TOOL.run(URL, 10, {"requests": 100, "time_limit": None}, tmp_path, cpu=None)
+    record = wrk.TOOL.run(URL, 10, settings_of(requests=100, time_limit=None), tmp_path, cpu=None)
     assert record["error"] == "wrk runs for a duration: the scenario needs a time_limit"
 
 
@@ -245,8 +246,8 @@ def thread_per_connection(tmp_path: Path):
 def test_hey_real_run(tmp_path: Path) -> None:
     with thread_per_connection(tmp_path) as server:
         url = f"http://{server.host}:{server.port}/"
-        record = hey.TOOL.run(url, 5, {"requests": 50, "keep_alive": False}, tmp_path / "run", cpu=None)
-        limited = hey.TOOL.run(url, 2, {"requests": 100_000, "time_limit": 0.5}, tmp_path / "limited", cpu=None)
+        record = hey.TOOL.run(url, 5, settings_of(requests=50, keep_alive=False), tmp_path / "run", cpu=None)
+        limited = hey.TOOL.run(url, 2, settings_of(requests=100_000, time_limit=0.5), tmp_path / "limited", cpu=None)
     assert record["error"] is None, record
     assert (record["complete"], record["failed"], record["non_2xx"]) == (50, 0, 0)
     assert record["latency_ms"]["p50"] >= 10  # every answer waits the 0.01 s delay
@@ -259,7 +260,7 @@ def test_hey_real_run(tmp_path: Path) -> None:
 def test_wrk_real_run(tmp_path: Path) -> None:
     with thread_per_connection(tmp_path) as server:
         url = f"http://{server.host}:{server.port}/"
-        record = wrk.TOOL.run(url, 5, {"requests": 0, "time_limit": 1, "keep_alive": False}, tmp_path, cpu=None)
+        record = wrk.TOOL.run(url, 5, settings_of(requests=0, time_limit=1, keep_alive=False), tmp_path, cpu=None)
     assert record["error"] is None, record
     assert record["complete"] > 0 and record["failed"] == 0 and record["non_2xx"] == 0
     assert record["latency_ms"]["p50"] >= 10

@@ -29,7 +29,7 @@ from conftest import CATALOGUE, started
 from servers.sequential_sockets import simulated_cpu_work
 
 WORK_DESIGNS = [design for design in CATALOGUE.designs.values() if design.supports_work]
-SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False)["work"]  # about 5 ms a request
+SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False).work  # about 5 ms a request
 HEAVY_WORK = 10 * SCENARIO_WORK  # about 50 ms: long enough that wall times are not noise
 PARALLEL_TRIES = 5
 

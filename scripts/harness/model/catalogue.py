@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import signal
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
-from harness.model.settings import TOOL_READS, SettingsError, check_scenario
+from harness.model.settings import TOOL_READS, ScenarioSettings, SettingsError, check_scenario
 
 CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
@@ -103,18 +103,15 @@ class Scenario:
         """The designs a run measures: all of them, or in a quick run the few its quick table names."""
         return list(self.quick_designs or self.designs) if quick else list(self.designs)
 
-    def settings(self, quick: bool) -> dict[str, Any]:
-        """The parameters a run uses: the full ones, or with the quick overrides."""
-        base = {
-            "requests": self.requests,
-            "concurrency": self.concurrency,
-            "time_limit": self.time_limit,
-            "delay": self.delay,
-            "keep_alive": self.keep_alive,
-            "repeat": self.repeat,
-            **self.options,
-        }
-        return {**base, **self.quick} if quick else base
+    def settings(self, quick: bool) -> ScenarioSettings:
+        """The settings a run uses: the full ones, or with the quick overrides replaced in."""
+        full = ScenarioSettings.from_table(self.settings_table())
+        return replace(full, **self.quick) if quick else full
+
+    def settings_table(self) -> dict[str, Any]:
+        """The full run's settings as the catalogue writes them (the keys the scenario sets)."""
+        return {"requests": self.requests, "concurrency": self.concurrency, "time_limit": self.time_limit,
+                "delay": self.delay, "keep_alive": self.keep_alive, "repeat": self.repeat, **self.options}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -122,7 +119,7 @@ class Scenario:
             "title": self.title,
             "article": self.article,
             "tool": self.tool,
-            **self.settings(quick=False),
+            **self.settings_table(),
             "designs": self.designs,
             "quick": {**self.quick, **({"designs": self.quick_designs} if self.quick_designs else {})},
             "published": self.published,
@@ -199,19 +196,21 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
             quick_designs=entry.get("quick", {}).get("designs"),
         )
-        for name in [*scenario.designs, *(scenario.options[key] for key in ("ceiling", "relative_to")
-                                          if key in scenario.options)]:
+        full = scenario.settings(quick=False)
+        for name in [*scenario.designs, *(name for name in (full.ceiling, full.relative_to) if name)]:
             if name not in designs:
                 raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
                                  f"catalogue; known designs: {', '.join(sorted(designs))}")
-        ceiling = designs.get(scenario.options.get("ceiling", ""))
+        variants = (full, scenario.settings(quick=True))
+        ceiling = designs.get(full.ceiling or "")
         if ceiling is not None:  # caught here: the tool's ceiling must do what the scenario asks, as its designs do
-            asks = [key for key in ("keep_alive", "pipelining")
-                    if any(scenario.settings(quick).get(key) for quick in (False, True)) and not getattr(ceiling, key)]
+            asked = {"keep_alive": any(variant.keep_alive for variant in variants),
+                     "pipelining": any(variant.pipelining for variant in variants)}
+            asks = [key for key, wanted in asked.items() if wanted and not getattr(ceiling, key)]
             if asks:
                 raise ValueError(f"{path}: scenario {scenario.id!r} sets {asks[0]} = true, but its ceiling "
                                  f"{ceiling.name!r} does not declare it: it would be refused, and no cell flagged")
-        asks_work = any(scenario.settings(quick).get("work", 0) for quick in (False, True))
+        asks_work = any(variant.work for variant in variants)
         unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
         if unable:  # caught here, not when the run reaches them
             raise ValueError(f"{path}: scenario {scenario.id!r} sets work, but {', '.join(unable)} "

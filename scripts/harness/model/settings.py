@@ -1,7 +1,8 @@
 """Scenario settings: every key a `[[scenario]]` may set, its type, and who reads it.
 
 A scenario's keys are its names (`id`, `title`, `article`, `tool`, `designs`, and the
-tables `quick` and `published`) and its settings, listed in SETTINGS below. A setting is
+tables `quick` and `published`) and its settings: the fields of ScenarioSettings below, the one
+typed object a run reads (SETTINGS, the table the checks use, is read off its fields). A setting is
 read either by the harness, whatever the load tool (`delay`, `repeat`, `proxy`, ...), or
 by load tools only; TOOL_READS below lists, per load tool, the settings it reads (each
 adapter in clients/tools/ takes its `reads` from there, so the catalogue, a model, needs
@@ -29,7 +30,7 @@ rule 12), checked by check_measurement below:
   also marks any measured run shorter than MIN_RUN_SECONDS as an error (suites/runner.py), so a
   server fast enough to beat the estimate still never shows a sub-second number.
 
-To add a setting: one `Setting(...)` line below; for a tool setting, also its name in the
+To add a setting: one field of ScenarioSettings below; for a tool setting, also its name in the
 TOOL_READS entry of each load tool that reads it.
 """
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,22 @@ TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
+# How each type above reads in Python: ScenarioSettings' annotations (a test keeps the two in step).
+PYTHON_TYPES: dict[str, Any] = {
+    "integer": int,
+    "number": float,  # a TOML integer stays an int (0, not 0.0), so records keep the value as written
+    "boolean": bool,
+    "string": str,
+    "non-empty list of integers": list[int],
+    "list of strings": list[str],
+    "number, or a list of numbers": float | list[float],
+    "table of concurrency level -> seconds": dict[str, float],
+    '"all"': str,
+    "table of design name -> list of integers": dict[str, list[int]],
+    "table of design name -> list of strings": dict[str, list[str]],
+}
+
+
 @dataclass(frozen=True)
 class Setting:
     """One scenario setting: its name, its type (a key of TYPES), who reads it, whether it must be set."""
@@ -91,45 +108,110 @@ class Setting:
     required: bool = False
 
 
-SETTINGS: dict[str, Setting] = {setting.name: setting for setting in [
-    Setting("requests", "integer", HARNESS, required=True),  # requests per run (wrk and echo-client ignore it)
-    Setting("concurrency", "non-empty list of integers", HARNESS, required=True),
-    Setting("time_limit", "number", HARNESS, required=True),
-    Setting("delay", "number", HARNESS, required=True),
-    Setting("repeat", "integer", HARNESS, required=True),
-    Setting("keep_alive", "boolean", HARNESS),  # true: verified per design, and the tool must read it
-    Setting("pipelining", "boolean", HARNESS),  # true: only designs that declare and prove pipelining
-    Setting("ceiling", "string", HARNESS),  # the design the tool is measured against, first, with no simulated call
-    Setting("ceiling_exempt", "string", HARNESS),  # why this scenario measures no ceiling (check_measurement)
-    Setting("fixed_count", "string", HARNESS),  # why its runs end at a request count, however short (ditto)
-    Setting("proxy", "string", HARNESS),
-    Setting("relative_to", "string", HARNESS),
-    Setting("time_limit_blocking", "number", HARNESS),
-    Setting("time_limit_at", "table of concurrency level -> seconds", HARNESS),
-    Setting("work", "integer", HARNESS),
-    Setting("server_cpus", '"all"', HARNESS),
-    Setting("network_delay_ms", "number", HARNESS),  # harness/system/delay_proxy.py between the tool and each design
-    Setting("cpu_per_request", "boolean", HARNESS),  # the tables add the server's CPU time per answer
-    Setting("warm_up", "number", HARNESS),  # seconds of the same load before each measured run, not counted
-    Setting("pipeline_depth", "integer", TOOL),  # wrk: requests written at once on each connection
-    Setting("python", "string", HARNESS),  # "3.12": run the designs on that CPython (launcher.interpreter)
-    Setting("interleave", "string", HARNESS),  # measured round robin with the scenarios of the same name (suites/interleave.py)
-    Setting("database", "boolean", HARNESS),  # start a scratch PostgreSQL for the run (system/postgres.py)
+def _setting(type_name: str, reader: str, default: Any = None, *, required: bool = False) -> Any:
+    """A ScenarioSettings field: its default (None: unset; a tool setting's default is the tool's, in its
+    adapter) and, as metadata, the type and reader SETTINGS is made of."""
+    metadata = {"type": type_name, "reader": reader, "required": required}
+    if required:
+        return field(metadata=metadata)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True, kw_only=True)  # keyword-only: required settings need not come first
+class ScenarioSettings:
+    """Every setting a `[[scenario]]` may set, typed: one object per run, made by Scenario.settings().
+
+    A quick run's object is the full run's with `[scenario.quick]` replaced in (dataclasses.replace).
+    To add a setting: one field below; for a tool setting, also its name in the TOOL_READS entry of
+    each load tool that reads it, and a row in scripts/catalogue/README.md.
+    """
+
+    requests: int = _setting("integer", HARNESS, required=True)  # requests per run (wrk, echo-client ignore it)
+    concurrency: list[int] = _setting("non-empty list of integers", HARNESS, required=True)
+    time_limit: float = _setting("number", HARNESS, required=True)
+    delay: float = _setting("number", HARNESS, required=True)
+    repeat: int = _setting("integer", HARNESS, required=True)
+    keep_alive: bool = _setting("boolean", HARNESS, False)  # true: verified per design, and the tool must read it
+    pipelining: bool = _setting("boolean", HARNESS, False)  # true: only designs that declare and prove pipelining
+    # The design the tool is measured against, first, with no simulated call.
+    ceiling: str | None = _setting("string", HARNESS)
+    ceiling_exempt: str | None = _setting("string", HARNESS)  # why this scenario measures no ceiling (check_measurement)
+    fixed_count: str | None = _setting("string", HARNESS)  # why its runs end at a request count, however short (ditto)
+    proxy: str | None = _setting("string", HARNESS)
+    relative_to: str | None = _setting("string", HARNESS)
+    time_limit_blocking: float | None = _setting("number", HARNESS)
+    time_limit_at: dict[str, float] | None = _setting("table of concurrency level -> seconds", HARNESS)
+    work: int = _setting("integer", HARNESS, 0)  # iterations of pure-Python work per request (designs' --work)
+    server_cpus: str | None = _setting('"all"', HARNESS)
+    network_delay_ms: float | None = _setting("number", HARNESS)  # system/delay_proxy.py between tool and design
+    cpu_per_request: bool | None = _setting("boolean", HARNESS)  # the tables add the server's CPU time per answer
+    warm_up: float | None = _setting("number", HARNESS)  # seconds of the same load before each run, not counted
+    pipeline_depth: int | None = _setting("integer", TOOL)  # wrk: requests written at once on each connection
+    python: str | None = _setting("string", HARNESS)  # "3.12": run the designs on that CPython (launcher.interpreter)
+    # Measured round robin with the scenarios of the same name (suites/interleave.py).
+    interleave: str | None = _setting("string", HARNESS)
+    database: bool | None = _setting("boolean", HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
-    Setting("sizes", "table of design name -> list of integers", HARNESS),
-    Setting("size_arguments", "table of design name -> list of strings", HARNESS),
-    Setting("path", "string", HARNESS),  # the URL path the tool asks for (default "/"): "/db" picks a database query
-    Setting("server_arguments", "list of strings", HARNESS),  # appended to every design's command: ["--pool-size", "5"]
-    Setting("header_statistic", "string", TOOL),  # wrk: a response header's numbers, summarised (X-Pool-Wait-Us)
-    Setting("rate", "number, or a list of numbers", TOOL),
-    Setting("schedule_seconds", "number", TOOL),
-    Setting("timeline", "boolean", TOOL),
-    Setting("timeout", "number", TOOL),
-    Setting("client_timeout", "number", TOOL),
-    Setting("ab_flags", "list of strings", TOOL),
-    Setting("wrk_threads", "integer", TOOL),
-    Setting("echo_rate", "number", TOOL),
-]}
+    sizes: dict[str, list[int]] | None = _setting("table of design name -> list of integers", HARNESS)
+    size_arguments: dict[str, list[str]] | None = _setting("table of design name -> list of strings", HARNESS)
+    path: str = _setting("string", HARNESS, "/")  # the URL path the tool asks for: "/db" picks a database query
+    server_arguments: list[str] = _setting("list of strings", HARNESS, [])  # after every design's command
+    header_statistic: str | None = _setting("string", TOOL)  # wrk: a response header's numbers (X-Pool-Wait-Us)
+    rate: float | list[float] | None = _setting("number, or a list of numbers", TOOL)
+    schedule_seconds: float | None = _setting("number", TOOL)
+    timeline: bool | None = _setting("boolean", TOOL)
+    timeout: float | None = _setting("number", TOOL)
+    client_timeout: float | None = _setting("number", TOOL)
+    ab_flags: list[str] | None = _setting("list of strings", TOOL)
+    wrk_threads: int | None = _setting("integer", TOOL)
+    echo_rate: float | None = _setting("number", TOOL)
+
+    @classmethod
+    def from_table(cls, table: dict[str, Any]) -> ScenarioSettings:
+        """The settings of a checked scenario table (check_scenario first: its keys are all settings)."""
+        return cls(**table)
+
+    @classmethod
+    def from_record(cls, settings: dict[str, Any]) -> ScenarioSettings:
+        """A record's stored settings, whatever its age: keys that are no longer settings are left out."""
+        return cls(**{key: value for key, value in settings.items() if key in SETTINGS})
+
+    @classmethod
+    def for_tool(cls, time_limit: float, concurrency: int, **tool_settings: Any) -> ScenarioSettings:
+        """The settings of one load-tool run that no scenario describes (how-fast's wrk, deployment's vegeta): the
+        tool reads its time limit and its own settings; requests, delay and repeat are what a tool never reads."""
+        return cls(requests=0, concurrency=[concurrency], time_limit=time_limit, delay=0, repeat=1, **tool_settings)
+
+    def get(self, name: str, default: Any = None) -> Any:  # TEMPORARY: until wrk.py reads attributes (issue 19)
+        value = getattr(self, name)
+        return default if value is None else value
+
+    def __getitem__(self, name: str) -> Any:  # TEMPORARY, as get()
+        return getattr(self, name)
+
+    def to_record(self) -> dict[str, Any]:
+        """The settings as a record keeps them: the required ones and keep_alive always, the others where the
+        scenario set them (not None, not the harness's default), so old and new records read alike."""
+        return {setting.name: getattr(self, setting.name) for setting in fields(self)
+                if getattr(self, setting.name) is not None
+                and (setting.name in ALWAYS_RECORDED or getattr(self, setting.name) != _default(setting))}
+
+    def time_limits(self) -> list[float]:
+        """Every time limit a run of these settings can run under: the scenario's, per level, for blocking designs."""
+        limits = [self.time_limit, *(self.time_limit_at or {}).values()]
+        return limits + ([self.time_limit_blocking] if self.time_limit_blocking else [])
+
+
+def _default(setting: Field[Any]) -> Any:
+    return setting.default_factory() if setting.default_factory is not MISSING else setting.default
+
+
+SETTINGS: dict[str, Setting] = {  # the catalogue's table of settings, read off ScenarioSettings' fields
+    setting.name: Setting(setting.name, setting.metadata["type"], setting.metadata["reader"],
+                          setting.metadata["required"]) for setting in fields(ScenarioSettings)}
+ALWAYS_RECORDED = {name for name, setting in SETTINGS.items() if setting.required} | {"keep_alive"}
 
 
 TOOL_READS: dict[str, frozenset[str]] = {  # load tool -> the settings it reads (adapters: clients/tools/*.py)
@@ -172,15 +254,18 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
     missing = [setting.name for setting in SETTINGS.values() if setting.required and setting.name not in entry]
     if missing:
         raise SettingsError(f"{where}: missing required setting(s) {', '.join(map(repr, missing))}")
-    if (entry.get("keep_alive") or quick.get("keep_alive")) and "keep_alive" not in tool_reads:
+    full = ScenarioSettings.from_table(tables[0][1])
+    variants = (full, replace(full, **quick))
+    if any(variant.keep_alive for variant in variants) and "keep_alive" not in tool_reads:
         raise SettingsError(f"{where}: keep_alive = true, but its tool {tool_name!r} cannot keep connections alive")
-    check_measurement(where, entry, quick, tool_name)
-    check_sizes(where, {**entry, **quick}, entry["designs"])
+    check_measurement(where, entry, quick, tool_name, variants)
+    check_sizes(where, variants[1].sizes, variants[1].size_arguments, entry["designs"])
 
 
-def check_sizes(where: str, settings: dict[str, Any], designs: list[str]) -> None:
+def check_sizes(where: str, sizes: dict[str, list[int]] | None, size_arguments: dict[str, list[str]] | None,
+                designs: list[str]) -> None:
     """A sizing sweep names only the scenario's designs, each with the arguments that set its count."""
-    swept, arguments = settings.get("sizes") or {}, settings.get("size_arguments") or {}
+    swept, arguments = sizes or {}, size_arguments or {}
     for name in swept:
         if name not in designs:
             raise SettingsError(f"{where}: sizes names {name!r}, which is not one of its designs")
@@ -191,8 +276,12 @@ def check_sizes(where: str, settings: dict[str, Any], designs: list[str]) -> Non
 
 
 
-def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], tool_name: str) -> None:
-    """Raise SettingsError unless the scenario measures its tool's ceiling and runs long enough (module header)."""
+def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], tool_name: str,
+                      variants: tuple[ScenarioSettings, ScenarioSettings]) -> None:
+    """Raise SettingsError unless the scenario measures its tool's ceiling and runs long enough (module header).
+
+    `entry` and `quick` are the tables as written (which keys they name); `variants` the full and quick settings.
+    """
     moved = sorted(FULL_RUN_ONLY & quick.keys())
     if moved:
         raise SettingsError(f"{where}: quick.{moved[0]} is not allowed: a quick run measures what the full run "
@@ -206,42 +295,35 @@ def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], 
                             "measures no tool ceiling: set ceiling = \"DESIGN\" (the fastest design the tool can "
                             "load, measured first with no simulated call, so cells near it are flagged tool-bound), "
                             "or ceiling_exempt = \"why a ceiling means nothing here\""))
-    if entry.get("fixed_count"):
+    if variants[0].fixed_count:
         return  # an article's fixed-count experiment (or a picture): its runs end at their count, however short
-    settings = {key: value for key, value in entry.items() if key not in NAME_KEYS}
-    for label, variant in (("", settings), ("quick: ", {**settings, **quick})):
+    for label, variant in zip(("", "quick: "), variants):
         problem = run_length_problem(variant, tool_name)
         if problem:
             raise SettingsError(f"{where}: {label}{problem}; make its runs last {MIN_RUN_SECONDS:g} s or more, "
                                 "or, for an article's fixed-count experiment, fixed_count = \"why\"")
 
 
-def time_limits(settings: dict[str, Any]) -> list[float]:
-    """Every time limit a run of these settings can run under: the scenario's, per level, for blocking designs."""
-    limits = [settings["time_limit"], *(settings.get("time_limit_at") or {}).values()]
-    return limits + ([settings["time_limit_blocking"]] if settings.get("time_limit_blocking") else [])
-
-
-def run_length_problem(settings: dict[str, Any], tool_name: str) -> str | None:
+def run_length_problem(settings: ScenarioSettings, tool_name: str) -> str | None:
     """Why runs of these settings could last under MIN_RUN_SECONDS, or None when each lasts at least that."""
-    limits = time_limits(settings)
+    limits = settings.time_limits()
     if min(limits) < MIN_RUN_SECONDS:
         return f"a time limit of {min(limits):g} s"
     if tool_name in DURATION_TOOLS:
         return None
     if tool_name in COUNTED_TOOLS:
         needed = math.ceil(max(limits) * FASTEST_COUNTED_RATE)
-        if settings["requests"] < needed:
-            return (f"{tool_name} stops after requests = {settings['requests']:,}, which it can send in "
-                    f"{settings['requests'] / FASTEST_COUNTED_RATE:.2g} s (at {FASTEST_COUNTED_RATE:,} requests/s), "
+        if settings.requests < needed:
+            return (f"{tool_name} stops after requests = {settings.requests:,}, which it can send in "
+                    f"{settings.requests / FASTEST_COUNTED_RATE:.2g} s (at {FASTEST_COUNTED_RATE:,} requests/s), "
                     f"before its time limit of {max(limits):g} s; requests = {needed:,} or more lets the time "
                     "limit end every run")
         return None
-    rates = settings.get("rate")
+    rates = settings.rate
     if rates is not None:  # open loop: a run lasts as long as its schedule (suites/plan.py, levels)
         swept = isinstance(rates, list)
-        schedules = ([settings["schedule_seconds"]] if swept and settings.get("schedule_seconds")
-                     else [settings["requests"] / rate for rate in (rates if swept else [rates])])
+        schedules = ([settings.schedule_seconds] if swept and settings.schedule_seconds
+                     else [settings.requests / rate for rate in (rates if swept else [rates])])
         if min(schedules) < MIN_RUN_SECONDS:
             return f"an open-loop schedule of {min(schedules):g} s"
         return None

@@ -35,6 +35,7 @@ from harness.clients.tools import require_tool
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.settings import ScenarioSettings
 from harness.system import launcher, ports, processes
 from harness.system.environment import describe_machine, utc_now
 
@@ -179,7 +180,8 @@ def overload_run(catalogue: Catalogue, target: Target, section: dict[str, Any], 
         run["server_command"] = server.command
         url = f"http://{server.host}:{server.port}/"
         for index, rate in enumerate(rates):
-            settings = {"rate": rate, "schedule_seconds": section["schedule_seconds"], "timeout": section["timeout"]}
+            settings = ScenarioSettings.for_tool(section["schedule_seconds"], section["max_in_flight"], rate=rate,
+                                                 schedule_seconds=section["schedule_seconds"], timeout=section["timeout"])
             workdir = log_dir / f"{index}-rate{rate:g}"
             print(f"  rate {rate:g}/s: {' '.join(tool.command(url, section['max_in_flight'], settings, workdir))}",
                   flush=True)

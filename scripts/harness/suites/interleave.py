@@ -12,12 +12,14 @@ their records. Each scenario still writes its own record, atomically, after the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Scenario
+from harness.model.settings import ScenarioSettings
 from harness.suites import plan
 from harness.suites.runner import DesignOutcome, measure_design_once, scenario_record, write_record
 from harness.system import ports, processes
@@ -29,7 +31,7 @@ def groups(scenarios: list[Scenario]) -> list[list[Scenario]]:
     ordered: list[list[Scenario]] = []
     by_name: dict[str, list[Scenario]] = {}
     for scenario in scenarios:
-        name = scenario.options.get("interleave")
+        name = scenario.settings(quick=False).interleave
         if name is None:
             ordered.append([scenario])
         elif name in by_name:
@@ -42,12 +44,12 @@ def groups(scenarios: list[Scenario]) -> list[list[Scenario]]:
 
 def members(catalogue: Catalogue, name: str) -> list[Scenario]:
     """Every scenario of interleave group `name`, in catalogue order (none if no scenario names it)."""
-    return [scenario for scenario in catalogue.scenarios.values() if scenario.options.get("interleave") == name]
+    return [scenario for scenario in catalogue.scenarios.values() if scenario.settings(quick=False).interleave == name]
 
 
-def _ceiling_key(settings: dict[str, Any], tool: str) -> str:
+def _ceiling_key(settings: ScenarioSettings, tool: str) -> str:
     """Settings that decide a ceiling's run: the same for scenarios that differ only in `python`."""
-    return tool + json.dumps({key: value for key, value in settings.items() if key != "python"}, sort_keys=True)
+    return tool + json.dumps(dataclasses.asdict(dataclasses.replace(settings, python=None)), sort_keys=True)
 
 
 def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repeat: int | None,
@@ -63,15 +65,16 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
     ceilings: dict[str, DesignOutcome] = {}
     for scenario, settings, _, _ in runs:
         key = _ceiling_key(settings, scenario.tool)
-        if settings.get("ceiling") and key not in ceilings:
-            ceilings[key] = DesignOutcome(catalogue.design(settings["ceiling"]))
-            measure_design_once(ceilings[key], scenario, {**settings, "delay": 0.0, "work": 0, "python": None}, 0,
+        if settings.ceiling and key not in ceilings:
+            ceilings[key] = DesignOutcome(catalogue.design(settings.ceiling))
+            measure_design_once(ceilings[key], scenario,
+                                dataclasses.replace(settings, delay=0.0, work=0, python=None), 0,
                                 require_tool(scenario.tool), pinning, progress)
-        elif settings.get("ceiling"):
+        elif settings.ceiling:
             progress.skip(len(plan.levels(settings)))  # planned for every scenario, measured once
-    for repetition in range(max(settings["repeat"] for _, settings, _, _ in runs)):
+    for repetition in range(max(settings.repeat for _, settings, _, _ in runs)):
         for scenario, settings, designs, outcomes in runs:
-            if repetition >= settings["repeat"]:
+            if repetition >= settings.repeat:
                 continue
             for design in designs if repetition % 2 == 0 else list(reversed(designs)):
                 outcome = outcomes[design.name]

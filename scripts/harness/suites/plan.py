@@ -18,20 +18,19 @@ from typing import Any
 
 from harness.model.catalogue import Catalogue, Design, Scenario, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, results_path, wall_seconds
+from harness.model.settings import ScenarioSettings
 
 CELL_OVERHEAD_SECONDS = 1.0  # starting, verifying and priming a design, and the tool's own start
 UNTIMED_CELL_SECONDS = 10.0  # the guess for a cell with no time limit
 
 
-def scenario_settings(scenario: Scenario, quick: bool, repeat: int | None = None) -> dict[str, Any]:
+def scenario_settings(scenario: Scenario, quick: bool, repeat: int | None = None) -> ScenarioSettings:
     """The settings a run of this scenario uses (quick overrides, and --repeat when given)."""
     settings = scenario.settings(quick)
-    if repeat is not None:
-        settings["repeat"] = repeat
-    return settings
+    return settings if repeat is None else dataclasses.replace(settings, repeat=repeat)
 
 
-def levels(settings: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
+def levels(settings: ScenarioSettings) -> list[tuple[str, int, dict[str, Any]]]:
     """The cells of one repetition: (label, concurrency, setting overrides).
 
     Usually one per concurrency level; `time_limit_at` (concurrency level -> seconds) gives some
@@ -39,58 +38,58 @@ def levels(settings: dict[str, Any]) -> list[tuple[str, int, dict[str, Any]]]:
     sweeps the offered rate instead, at its one concurrency level (the cap on requests in flight);
     with `schedule_seconds`, each rate schedules rate x schedule_seconds requests.
     """
-    rates = settings.get("rate")
+    rates = settings.rate
     if not isinstance(rates, list):
-        longer = settings.get("time_limit_at") or {}
+        longer = settings.time_limit_at or {}
         return [(f"c={concurrency}", concurrency,
                  {"time_limit": longer[str(concurrency)]} if str(concurrency) in longer else {})
-                for concurrency in settings["concurrency"]]
-    cap = settings["concurrency"][0]
+                for concurrency in settings.concurrency]
+    cap = settings.concurrency[0]
     cells = []
     for rate in rates:
-        overrides: dict[str, Any] = {"rate": rate}
-        if settings.get("schedule_seconds"):
-            overrides["requests"] = max(1, round(rate * settings["schedule_seconds"]))
+        overrides: dict[str, Any] = {"rate": rate}  # replaced into the settings (dataclasses.replace) per cell
+        if settings.schedule_seconds:
+            overrides["requests"] = max(1, round(rate * settings.schedule_seconds))
         cells.append((f"rate={rate:g}", cap, overrides))
     return cells
 
 
-def design_settings(settings: dict[str, Any], design: Design) -> dict[str, Any]:
+def design_settings(settings: ScenarioSettings, design: Design) -> ScenarioSettings:
     """The scenario's settings for one design: a blocking design may get a shorter time limit.
 
     `time_limit_blocking` (a scenario option) caps designs whose catalogue says concurrent = false:
     they answer one request at a time, and a few seconds show their rate as well as a minute.
     """
-    if not design.concurrent and settings.get("time_limit_blocking"):
-        return {**settings, "time_limit": settings["time_limit_blocking"]}
+    if not design.concurrent and settings.time_limit_blocking:
+        return dataclasses.replace(settings, time_limit=settings.time_limit_blocking)
     return settings
 
 
-def sizes(settings: dict[str, Any], design: Design) -> list[int | None]:
+def sizes(settings: ScenarioSettings, design: Design) -> list[int | None]:
     """The counts a sizing sweep restarts this design with (`sizes`), or [None]: run once, as the catalogue says."""
-    return list((settings.get("sizes") or {}).get(design.name) or [None])
+    return list((settings.sizes or {}).get(design.name) or [None])
 
 
-def sized_design(settings: dict[str, Any], design: Design, size: int | None) -> Design:
+def sized_design(settings: ScenarioSettings, design: Design, size: int | None) -> Design:
     """The design with the scenario's size_arguments for it appended, {size} filled in (itself when size is None)."""
     if size is None:
         return design
-    arguments = [part.replace("{size}", str(size)) for part in settings["size_arguments"][design.name]]
+    arguments = [part.replace("{size}", str(size)) for part in (settings.size_arguments or {})[design.name]]
     return dataclasses.replace(design, command=[*design.command, *arguments])
 
 
-def plan_cells(settings: dict[str, Any], designs: list[Design], with_ceiling: bool) -> list[float]:
+def plan_cells(settings: ScenarioSettings, designs: list[Design], with_ceiling: bool) -> list[float]:
     """Estimated seconds of every cell of a scenario, in the order they will run."""
-    def cell(design_specific: dict[str, Any]) -> float:
-        limit = design_specific.get("time_limit")
-        warm_up = float(design_specific.get("warm_up") or 0)
+    def cell(design_specific: ScenarioSettings) -> float:
+        limit = design_specific.time_limit
+        warm_up = float(design_specific.warm_up or 0)
         return (float(limit) if limit else UNTIMED_CELL_SECONDS) + warm_up + CELL_OVERHEAD_SECONDS
 
-    def cells(design_specific: dict[str, Any]) -> list[float]:
-        return [cell({**design_specific, **overrides}) for _, _, overrides in levels(design_specific)]
+    def cells(design_specific: ScenarioSettings) -> list[float]:
+        return [cell(dataclasses.replace(design_specific, **overrides)) for _, _, overrides in levels(design_specific)]
 
     planned = cells(settings) if with_ceiling else []
-    for _ in range(settings["repeat"]):
+    for _ in range(settings.repeat):
         for design in designs:
             planned += cells(design_settings(settings, design)) * len(sizes(settings, design))
     return planned
@@ -106,7 +105,8 @@ def past_speed(catalogue: Catalogue, results_dir: Path, scenario_id: str) -> flo
         record = json.loads(results_path(scenario_id, results_dir).read_text(encoding="utf-8"))
         wall = wall_seconds(record)
         designs = [catalogue.design(design["name"]) for design in record["designs"]]
-        planned = sum(plan_cells(record["settings"], designs, with_ceiling=bool(record.get("ceiling"))))
+        planned = sum(plan_cells(ScenarioSettings.from_record(record["settings"]), designs,
+                                 with_ceiling=bool(record.get("ceiling"))))
     except (OSError, ValueError, KeyError, TypeError, UnknownNameError):
         return 1.0
     return wall / planned if planned > 0 and wall > 0 else 1.0
@@ -150,7 +150,7 @@ def plan_run(catalogue: Catalogue, runs: list[tuple[Scenario, list[str] | None]]
     for scenario, design_names in runs:
         settings = scenario_settings(scenario, quick, repeat)
         designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
-        cells = plan_cells(settings, designs, with_ceiling=bool(settings.get("ceiling")))
+        cells = plan_cells(settings, designs, with_ceiling=bool(settings.ceiling))
         factor = past_speed(catalogue, RESULTS_DIR if not quick else SCRATCH_RESULTS_DIR, scenario.id)
         planned += [seconds * factor for seconds in cells]
     return Progress(planned)

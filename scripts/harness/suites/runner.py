@@ -21,6 +21,7 @@ plan and the progress lines plan.py's, the checks before measuring verify.py's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from harness.clients import verify
 from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
-from harness.model.settings import MIN_RUN_SECONDS
+from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import launcher, ports, postgres, processes
 from harness.system.environment import describe_machine, utc_now
@@ -69,13 +70,13 @@ def announce(role: str, command: list[str]) -> None:
     print(f"    {role}: {shlex.join(command)}", file=sys.stderr, flush=True)
 
 
-def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+def warm_up_run(tool: Any, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
                 load_cpu: str | None) -> dict[str, Any] | None:
     """The scenario's `warm_up`: the same load for that many seconds, not counted; what ran and its rate."""
-    seconds = settings.get("warm_up")
+    seconds = settings.warm_up
     if not seconds:
         return None
-    warm_settings = {**settings, "time_limit": seconds}
+    warm_settings = dataclasses.replace(settings, time_limit=seconds)
     announce("warm-up", processes.pinned(tool.command(url, concurrency, warm_settings, workdir / "warm-up"), load_cpu))
     run = tool.run(url, concurrency, warm_settings, workdir / "warm-up", load_cpu)
     return {"seconds": seconds, "command": processes.pinned(run["command"], load_cpu) if run.get("command") else None,
@@ -83,25 +84,25 @@ def warm_up_run(tool: Any, url: str, concurrency: int, settings: dict[str, Any],
             "error": run.get("error")}
 
 
-def too_short(run: dict[str, Any], settings: dict[str, Any]) -> str | None:
+def too_short(run: dict[str, Any], settings: ScenarioSettings) -> str | None:
     """Why a measured run is too short to be a number (under MIN_RUN_SECONDS), or None.
 
     An article's fixed-count experiment (`fixed_count`) ends at its count however soon; a run that
     answered nothing is left as it is (its failures are the finding).
     """
     duration = run.get("duration_s")
-    if settings.get("fixed_count") or not run.get("complete") or duration is None or duration >= MIN_RUN_SECONDS:
+    if settings.fixed_count or not run.get("complete") or duration is None or duration >= MIN_RUN_SECONDS:
         return None
     return (f"the run lasted {duration:.2f} s ({run['complete']:,} requests), under the {MIN_RUN_SECONDS:g} s a "
             "measured run needs (scripts/catalogue/README.md: runs of at least 1 s)")
 
 
-def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: dict[str, Any], repetition: int,
+def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: ScenarioSettings, repetition: int,
                         tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
                         database: str | None = None) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
     design = outcome.design
-    keep_alive, pipelining = bool(settings.get("keep_alive")), bool(settings.get("pipelining"))
+    keep_alive, pipelining = bool(settings.keep_alive), bool(settings.pipelining)
     refused = verify.refusal(design, f"scenario {scenario.id!r}", keep_alive, pipelining)
     if refused:  # its catalogue entry says it cannot: not even started
         outcome.fail(refused, status="refused")
@@ -109,24 +110,24 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
     port = ports.run_port("server", design)
     log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
-        with launcher.running_design(design, port, settings["delay"], log_dir, cpu=pinning["server"],
-                                     work=settings.get("work", 0), python=settings.get("python"),
+        with launcher.running_design(design, port, settings.delay, log_dir, cpu=pinning["server"],
+                                     work=settings.work, python=settings.python,
                                      database=database,
-                                     extra_arguments=settings.get("server_arguments") or []) as server, \
+                                     extra_arguments=settings.server_arguments) as server, \
                 contextlib.ExitStack() as front:
             commands = {"server_command": server.command}
             target = server
-            if settings.get("proxy"):
-                target = front.enter_context(launcher.reverse_proxy(settings["proxy"], server.port, log_dir,
+            if settings.proxy:
+                target = front.enter_context(launcher.reverse_proxy(settings.proxy, server.port, log_dir,
                                                                     pinning["server"]))
                 commands["proxy_command"] = target.command
-            if settings.get("network_delay_ms"):  # a slow network path between the tool and the design
-                target = front.enter_context(launcher.delayed_path(target.port, settings["network_delay_ms"],
+            if settings.network_delay_ms:  # a slow network path between the tool and the design
+                target = front.enter_context(launcher.delayed_path(target.port, settings.network_delay_ms,
                                                                    log_dir, pinning["load"]))
                 commands["delay_proxy_command"] = target.command
             verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
                                          tool.keep_alive_version or "HTTP/1.1")
-            if not verification.problems and (settings.get("pipeline_depth") or 1) > 1:  # pipelined load: in order?
+            if not verification.problems and (settings.pipeline_depth or 1) > 1:  # pipelined load: in order?
                 verification.problems.extend(pipelining_check.verify_pipelining(target.host, target.port))
             if verification.problems:
                 outcome.fail("; ".join(verification.problems) if verification.refused
@@ -134,14 +135,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                              server.stderr_tail(), status="refused" if verification.refused else "failed")
                 return
             outcome.verified = verification.proven
-            url = f"http://{target.host}:{target.port}{settings.get('path', '/')}"
+            url = f"http://{target.host}:{target.port}{settings.path}"
             for label, concurrency, overrides in plan.levels(settings):
-                level_settings = {**settings, **overrides}
+                level_settings = dataclasses.replace(settings, **overrides)
                 # Before every level, not once: a tool stopped by a time limit can leave requests queued
                 # at a sequential server, which would otherwise be served during the next level.
                 if design.kind in verify.HTTP_KINDS:
                     verify.prime(target.host, target.port, keep_alive)
-                progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings['repeat']}")
+                progress.step(f"{scenario.id}: {design.name} {label} repetition {repetition + 1}/{settings.repeat}")
                 workdir = log_dir / label.replace("=", "")
                 for role in ("server", "proxy", "delay_proxy"):  # under every cell's line: each cell can be re-run from its own
                     if f"{role}_command" in commands:
@@ -153,14 +154,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: di
                 with GroupSampler(server.process.pid) as sampler:
                     run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
                 overflows_after = ports.time_wait_overflows()
-                run.setdefault("requests_requested", level_settings["requests"])  # an adapter may know better
+                run.setdefault("requests_requested", level_settings.requests)  # an adapter may know better
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
                 run.update(commands, load_command=processes.pinned(run["command"], pinning["load"])
                            if run.get("command") else None)
                 run.update(repetition=repetition, warm_up=warm_up, time_wait_before=time_wait_before,
                            time_wait_overflows=None if None in (overflows_before, overflows_after)
                            else overflows_after - overflows_before,
-                           time_limit=level_settings.get("time_limit"),
+                           time_limit=level_settings.time_limit,
                            server_resources=sampler.summary(run.get("complete") or 0))
                 short = None if run.get("error") else too_short(run, level_settings)
                 if short:
@@ -193,14 +194,14 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     settings = plan.scenario_settings(scenario, quick, repeat)
     designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
     tool = require_tool(scenario.tool)
-    pinning = processes.cpu_pinning(server_on_every_cpu=settings.get("server_cpus") == "all")
+    pinning = processes.cpu_pinning(server_on_every_cpu=settings.server_cpus == "all")
     environment = describe_machine(pinning, {tool.name: tool.version()})
     outcomes = {design.name: DesignOutcome(design) for design in designs}
-    ceiling = DesignOutcome(catalogue.design(settings["ceiling"])) if settings.get("ceiling") else None
+    ceiling = DesignOutcome(catalogue.design(settings.ceiling)) if settings.ceiling else None
     progress = progress or plan.Progress(plan.plan_cells(settings, designs, ceiling is not None))
     started = utc_now()
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(postgres.scratch_cluster()) if settings.get("database") else None
+        cluster = stack.enter_context(postgres.scratch_cluster()) if settings.database else None
         measure_all(catalogue, scenario, designs, outcomes, ceiling, settings, quick, tool, pinning, progress,
                     cluster.dsn if cluster else None)
     record = scenario_record(scenario, quick, settings, environment, started,
@@ -210,22 +211,22 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     return write_record(record, quick or design_names is not None or repeat is not None, out_dir), record
 
 
-def scenario_record(scenario: Scenario, quick: bool, settings: dict[str, Any], environment: dict[str, Any],
+def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings, environment: dict[str, Any],
                     started: str, outcomes: list[DesignOutcome], ceiling: DesignOutcome | None) -> dict[str, Any]:
     """A scenario's record: what ran, where, when, and every design's runs (finished now)."""
     record = {
         "schema": SCHEMA_VERSION,
         "scenario": scenario.to_json(),
         "mode": "quick" if quick else "full",
-        "settings": settings,
+        "settings": settings.to_record(),
         "environment": environment,
         "started_utc": started,
         "finished_utc": utc_now(),
         "designs": [outcome.to_json() for outcome in outcomes],
         "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
     }
-    if settings.get("python"):  # the exact CPython the designs ran on, as it says itself ("3.12.1")
-        record["interpreter"] = launcher.describe_interpreter(settings["python"])
+    if settings.python:  # the exact CPython the designs ran on, as it says itself ("3.12.1")
+        record["interpreter"] = launcher.describe_interpreter(settings.python)
     return record
 
 
@@ -238,13 +239,14 @@ def write_record(record: dict[str, Any], partial: bool, out_dir: Path | None) ->
 
 
 def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design], outcomes: dict[str, DesignOutcome],
-                ceiling: DesignOutcome | None, settings: dict[str, Any], quick: bool, tool: Any,
+                ceiling: DesignOutcome | None, settings: ScenarioSettings, quick: bool, tool: Any,
                 pinning: dict[str, str | None], progress: plan.Progress, database: str | None) -> None:
     """The tool's ceiling first (if any), then every design, repetition by repetition, in alternating order."""
     if ceiling is not None:
         # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
-        measure_design_once(ceiling, scenario, {**settings, "delay": 0.0, "work": 0}, 0, tool, pinning, progress)
-    for repetition in range(settings["repeat"]):
+        measure_design_once(ceiling, scenario, dataclasses.replace(settings, delay=0.0, work=0), 0, tool, pinning,
+                            progress)
+    for repetition in range(settings.repeat):
         order = designs if repetition % 2 == 0 else list(reversed(designs))
         for design in order:
             outcome = outcomes[design.name]
@@ -261,7 +263,7 @@ def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design],
                 progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
 
 
-def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, settings: dict[str, Any],
+def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, settings: ScenarioSettings,
                   repetition: int, tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
                   database: str | None) -> None:
     """measure_design_once at one count of a sizing sweep: its runs say their `size`, and join the design's."""

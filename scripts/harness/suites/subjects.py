@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.model.catalogue import Design
 from harness.system import launcher, processes
@@ -59,13 +58,14 @@ PROXY_START = threading.Lock()
 
 
 @contextlib.contextmanager
-def launched(design: Design, settings: dict[str, Any], log_dir: Path, behind_nginx: bool = False) -> Iterator[Server]:
-    """Start a design the way the harness and tests start it; the one place these suites launch servers.
+def launched(design: Design, delay: float, log_dir: Path, behind_nginx: bool = False) -> Iterator[Server]:
+    """Start a design (with a simulated call of `delay` seconds) the way the harness and tests start it; the one
+    place these suites launch servers.
 
     With behind_nginx, with servers/nginx_reverse_proxy.conf in front. Every process is stopped on the way out.
     """
     port = processes.free_port()
-    with launcher.running_design(design, port, settings["delay"], log_dir) as server, \
+    with launcher.running_design(design, port, delay, log_dir) as server, \
             contextlib.ExitStack() as front:
         proxy = None
         if behind_nginx:

@@ -19,6 +19,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.model.settings import ScenarioSettings
+
 
 class ToolMissingError(RuntimeError):
     """A load tool is not installed; the message says how to install it."""
@@ -33,9 +35,9 @@ class LoadTool(Protocol):
 
     def version(self) -> str: ...
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]: ...
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path) -> list[str]: ...
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]: ...
 
 

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.model.stats import latency_summary
 from harness.system import processes
 
@@ -103,26 +103,26 @@ class ApacheBench:
         match = re.search(r"ApacheBench, Version (\S+)", first[0]) if first else None
         return f"ApacheBench {match.group(1)}" if match else "ApacheBench (unknown version)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]:
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path) -> list[str]:
         command = ["ab"]
-        if settings.get("time_limit"):
-            command += ["-t", str(settings["time_limit"])]  # -t first: it resets -n to 50000
-        command += ["-n", str(settings["requests"]), "-c", str(concurrency)]
-        if settings.get("keep_alive"):
+        if settings.time_limit:
+            command += ["-t", str(settings.time_limit)]  # -t first: it resets -n to 50000
+        command += ["-n", str(settings.requests), "-c", str(concurrency)]
+        if settings.keep_alive:
             command.append("-k")
-        command += [f"-{flag}" for flag in settings.get("ab_flags", [])]  # e.g. "r", "l"
+        command += [f"-{flag}" for flag in settings.ab_flags or []]  # e.g. "r", "l"
         command += ["-e", str(workdir / "ab.csv"), "-g", str(workdir / "ab.tsv"), url]
         return command
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Run ab once and return its record (with 'error' set when ab itself failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
         command = self.command(url, concurrency, settings, workdir)
-        timeout = float(settings.get("time_limit") or 600) + 60
+        timeout = float(settings.time_limit or 600) + 60
         completed = processes.run_tool(command, timeout=timeout, cpu=cpu)
         record: dict[str, Any] = {"tool": self.name, "command": command, "concurrency": concurrency,
-                                  "keep_alive": bool(settings.get("keep_alive")), "exit_code": completed.returncode}
+                                  "keep_alive": bool(settings.keep_alive), "exit_code": completed.returncode}
         (workdir / "ab.stdout").write_text(completed.stdout)
         try:
             record.update(parse_run(completed.stdout, _read(workdir / "ab.csv"), _read(workdir / "ab.tsv")))

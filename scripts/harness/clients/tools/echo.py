@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harness.model.paths import REPO_ROOT
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.system import processes
 
 CLIENT = REPO_ROOT / "scripts" / "echo_client.py"
@@ -62,23 +62,23 @@ class EchoClient:
     def version(self) -> str:
         return f"echo_client.py (Python {platform.python_version()}, asyncio)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]:
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path) -> list[str]:
         address = urlsplit(url)
         if address.hostname is None or address.port is None:
             raise ValueError(f"no host and port in {url!r}")
         command = [self.executable, str(CLIENT), "--host", address.hostname, "--port", str(address.port),
-                   "--connections", str(concurrency), "--timeout", f"{float(settings.get('time_limit') or 60):g}",
+                   "--connections", str(concurrency), "--timeout", f"{float(settings.time_limit or 60):g}",
                    "--timeline", str(workdir / "timeline.csv")]
-        if settings.get("echo_rate"):
-            command += ["--rate", f"{settings['echo_rate']:g}"]
+        if settings.echo_rate:
+            command += ["--rate", f"{settings.echo_rate:g}"]
         return command
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Run the client once and return its record (with 'error' set when the client itself failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
         command = self.command(url, concurrency, settings, workdir)
-        timeout = float(settings.get("time_limit") or 60) + GRACE_SECONDS
+        timeout = float(settings.time_limit or 60) + GRACE_SECONDS
         completed = processes.run_tool(command, timeout=timeout, cpu=cpu, cwd=REPO_ROOT)
         (workdir / "echo_client.json").write_text(completed.stdout)
         (workdir / "echo_client.stderr").write_text(completed.stderr)

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.model.stats import latency_summary
 from harness.system import processes
 
@@ -109,29 +109,29 @@ class Hey:
         version = answer.stdout.strip() if answer.returncode == 0 else ""
         return f"hey {version}" if version else "hey (version unknown)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
-        timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path | None = None) -> list[str]:
+        timeout = settings.timeout or DEFAULT_TIMEOUT_S
         command: list[str] = []
-        if settings.get("time_limit"):
+        if settings.time_limit:
             # SIGINT after the limit stops hey like -z would, but keeps -n; a hey that ignores it
             # (requests in flight can take up to the request timeout) is killed after that plus 5 s.
-            command += ["timeout", "--signal=INT", f"--kill-after={timeout + 5:g}", f"{settings['time_limit']:g}"]
-        command += ["hey", "-n", str(settings["requests"]), "-c", str(concurrency), "-t", f"{timeout:g}"]
-        if not settings.get("keep_alive"):
+            command += ["timeout", "--signal=INT", f"--kill-after={timeout + 5:g}", f"{settings.time_limit:g}"]
+        command += ["hey", "-n", str(settings.requests), "-c", str(concurrency), "-t", f"{timeout:g}"]
+        if not settings.keep_alive:
             command.append("-disable-keepalive")
         command += ["-o", "csv", url]
         return command
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Run hey once and return its record (with 'error' set when hey itself failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
         command = self.command(url, concurrency, settings)
         record: dict[str, Any] = {"tool": self.name, "command": command, "concurrency": concurrency,
-                                  "keep_alive": bool(settings.get("keep_alive")), "exit_code": None,
+                                  "keep_alive": bool(settings.keep_alive), "exit_code": None,
                                   "stopped_by_time_limit": False}
-        time_limit = float(settings.get("time_limit") or 600)
-        timeout = float(settings.get("timeout") or DEFAULT_TIMEOUT_S)
+        time_limit = float(settings.time_limit or 600)
+        timeout = float(settings.timeout or DEFAULT_TIMEOUT_S)
         try:
             completed = processes.run_tool(command, timeout=time_limit + 2 * timeout + 30, cpu=cpu)
         except OSError as error:
@@ -139,12 +139,12 @@ class Hey:
             return record
         (workdir / "hey.csv").write_text(completed.stdout)
         record["exit_code"] = completed.returncode
-        stopped = bool(settings.get("time_limit")) and completed.returncode == TIMED_OUT_EXIT
+        stopped = bool(settings.time_limit) and completed.returncode == TIMED_OUT_EXIT
         record["stopped_by_time_limit"] = stopped
         if completed.returncode != 0 and not stopped:
             record["error"] = _first_line(completed.stderr) or f"hey exited with code {completed.returncode}"
             return record
-        expected = None if stopped else requests_sent(settings["requests"], concurrency)
+        expected = None if stopped else requests_sent(settings.requests, concurrency)
         try:
             record.update(parse_run(completed.stdout, expected))
             record["error"] = None

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.system import processes
 
 CLIENT = REPO_ROOT / "scripts" / "http_load.py"
@@ -52,11 +52,11 @@ KEEP_ALIVE_NOTE = "http_load.py opens a new connection per request and sends Con
 KILL_MARGIN_S = 30  # past the client's own timeout, run_tool kills it
 
 
-def client_timeout(settings: dict[str, Any]) -> float:
+def client_timeout(settings: ScenarioSettings) -> float:
     """The client's --timeout: as set, else the time limit plus a minute, else ten minutes."""
-    if settings.get("client_timeout"):
-        return float(settings["client_timeout"])
-    return float(settings["time_limit"]) + 60 if settings.get("time_limit") else 600.0
+    if settings.client_timeout:
+        return float(settings.client_timeout)
+    return float(settings.time_limit) + 60 if settings.time_limit else 600.0
 
 
 def parse_run(stdout: str) -> dict[str, Any]:
@@ -95,20 +95,20 @@ class HttpClient:
     def version(self) -> str:
         return f"http_load.py (Python {platform.python_version()})"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]:
-        command = [self.executable, str(CLIENT), url, "--requests", str(settings["requests"])]
-        if settings.get("rate"):
-            command += ["--rate", f"{settings['rate']:g}", "--max-in-flight", str(concurrency)]
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path) -> list[str]:
+        command = [self.executable, str(CLIENT), url, "--requests", str(settings.requests)]
+        if settings.rate:
+            command += ["--rate", f"{settings.rate:g}", "--max-in-flight", str(concurrency)]
         else:
             command += ["--concurrency", str(concurrency)]
-        if settings.get("time_limit"):
-            command += ["--duration", f"{settings['time_limit']:g}"]
+        if settings.time_limit:
+            command += ["--duration", f"{settings.time_limit:g}"]
         command += ["--timeout", f"{client_timeout(settings):g}"]
-        if settings.get("timeline"):
+        if settings.timeline:
             command += ["--timeline", str(workdir / "timeline.json")]
         return command
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Run http_load.py once and return its record (with 'error' set when the run itself failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +128,7 @@ class HttpClient:
         except ValueError as error:
             record["error"] = f"{error}; it said: {completed.stderr.strip()[-500:]}"
             return record
-        if settings.get("timeline"):
+        if settings.timeline:
             attach_timeline(record, workdir / "timeline.json")
         record["error"] = (f"stopped by its own {client_timeout(settings):g} s timeout: "
                            f"{record['failed_by_kind']['timeout']} requests unfinished"

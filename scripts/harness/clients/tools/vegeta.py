@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.model.stats import latency_summary
 from harness.system import processes
 
@@ -102,9 +102,9 @@ def parse_run(text: str, rate: float | None) -> dict[str, Any]:
     return record
 
 
-def schedule_seconds(settings: dict[str, Any]) -> float:
+def schedule_seconds(settings: ScenarioSettings) -> float:
     """How long vegeta offers its rate: schedule_seconds when set, else the time limit."""
-    return float(settings.get("schedule_seconds") or settings["time_limit"])
+    return float(settings.schedule_seconds or settings.time_limit)
 
 
 class Vegeta:
@@ -120,16 +120,16 @@ class Vegeta:
     def version(self) -> str:
         return f"vegeta {VERSION} (go install; its -version is empty when built so)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path) -> list[str]:
-        rate = settings.get("rate")
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path) -> list[str]:
+        rate = settings.rate
         if not rate or isinstance(rate, list):
             raise ValueError("vegeta needs one offered rate per run (the scenario's `rate`)")
-        timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
+        timeout = settings.timeout or DEFAULT_TIMEOUT_S
         return [self.executable, "attack", f"-rate={rate:g}/1s", f"-duration={schedule_seconds(settings):g}s",
                 f"-max-workers={concurrency}", "-keepalive=false", f"-timeout={timeout:g}s",
                 f"-targets={workdir / 'targets.txt'}", f"-output={workdir / 'results.bin'}"]
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Attack at the scenario's rate, encode to CSV, and return the record ('error' set when vegeta failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ class Vegeta:
         command = self.command(url, concurrency, settings, workdir)
         record: dict[str, Any] = {"tool": self.name, "command": command, "concurrency": concurrency,
                                   "keep_alive": False, "exit_code": None}
-        limit = schedule_seconds(settings) + float(settings.get("timeout") or DEFAULT_TIMEOUT_S) + 30
+        limit = schedule_seconds(settings) + float(settings.timeout or DEFAULT_TIMEOUT_S) + 30
         try:
             attack = processes.run_tool(command, timeout=limit, cpu=cpu)
             record["exit_code"] = attack.returncode
@@ -151,7 +151,7 @@ class Vegeta:
             return record
         (workdir / "results.csv").write_text(encoded.stdout)
         try:
-            record.update(parse_run(encoded.stdout, float(settings["rate"])))
+            record.update(parse_run(encoded.stdout, float(settings.rate)))
             record["error"] = None if encoded.returncode == 0 else encoded.stderr.strip()[-300:]
         except ValueError as error:
             record["error"] = str(error)

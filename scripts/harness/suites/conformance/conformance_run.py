@@ -58,7 +58,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     while remaining and starts < 3:
         starts += 1
         try:
-            with launched(subject.design, settings, log_root / subject.name / f"start-{starts}",
+            with launched(subject.design, settings["delay"], log_root / subject.name / f"start-{starts}",
                           subject.behind_nginx) as server:
                 commands.append(server.command)
                 if only_get is None:

@@ -158,7 +158,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     while remaining and starts < 3:  # a design that keeps dying is not started a fourth time
         starts += 1
         try:
-            with launched(subject.design, settings, log_dir / f"start-{starts}", subject.behind_nginx) as server:
+            with launched(subject.design, settings["delay"], log_dir / f"start-{starts}", subject.behind_nginx) as server:
                 commands.append(server.command)
                 warm_up(server)
                 while remaining:
@@ -181,7 +181,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
             raise SuiteStopped
         progress(f"{subject.name}: case {case.number} {case.id} (RLIMIT_NOFILE lowered while it runs)")
         try:
-            with launched(subject.design, settings, log_dir / case.id, subject.behind_nginx) as server:
+            with launched(subject.design, settings["delay"], log_dir / case.id, subject.behind_nginx) as server:
                 commands.append(server.command)
                 warm_up(server)
                 result = run_case(server, case, settings)
