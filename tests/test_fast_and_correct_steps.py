@@ -10,6 +10,7 @@ The step table the page includes is rendered from the chain's record, with its f
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def test_the_first_diff_carries_exactly_the_docstring_and_every_later_one_leaves
     assert sources[1][:docstring_end(sources[1])] != sources[0][:docstring_end(sources[0])]
     final_docstring = sources[-1][:docstring_end(sources[-1])]
     assert all(source[:docstring_end(source)] == final_docstring for source in sources[1:])
-    assert len({source for source in sources}) == len(sources)  # every diff changes something
+    assert len(set(sources)) == len(sources)  # every diff changes something
 
 
 def load_step(step: how_fast_steps.Step, directory: Path) -> ModuleType:
@@ -117,16 +118,15 @@ def test_every_step_runs_answers_keep_alive_and_refuses_two_hosts(step, tmp_path
     path.write_text(CHAIN.step_source(step, all_steps=STEPS), encoding="utf-8")
     port = processes.free_port()
     command = [sys.executable, str(path), "--host", "127.0.0.1", "--port", str(port), "--delay", "0"]
-    with processes.running_server(command, port, tmp_path / "logs") as server:
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-            answers = []
-            for _ in range(3):  # one request per segment: the common case, when the step has it
-                conn.sendall(WRK)
-                answers += read_answers(conn, 1)
-            conn.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    with (processes.running_server(command, port, tmp_path / "logs") as server,
+          socket.create_connection(("127.0.0.1", port), timeout=10) as conn):
+        answers = []
+        for _ in range(3):  # one request per segment: the common case, when the step has it
+            conn.sendall(WRK)
             answers += read_answers(conn, 1)
-            conn.settimeout(10)
-            assert conn.recv(65536) == b""  # closed after the refusal
+        conn.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+        answers += read_answers(conn, 1)
+        assert conn.recv(65536) == b""  # closed after the refusal
     assert server.exit_code == 0
     assert [answer.split(b"\r\n")[0] for answer in answers] == [b"HTTP/1.1 200 OK"] * 3 + [b"HTTP/1.1 400 Bad Request"]
     assert not any(b"Connection: close" in answer for answer in answers[:3])  # the connection stayed open for them
@@ -196,7 +196,6 @@ def test_a_record_made_before_flags_renders_as_it_always_did() -> None:
 
 
 def test_the_registry_renders_the_chains_table_for_the_page_from_a_record(tmp_path) -> None:
-    import json
     record_path = tmp_path / "results" / CHAIN.record
     record_path.parent.mkdir(parents=True)
     record_path.write_text(json.dumps(fixture_record()), encoding="utf-8")
@@ -213,6 +212,18 @@ def test_the_registry_renders_the_chains_table_for_the_page_from_a_record(tmp_pa
 
 def test_an_unknown_chain_exits_2_before_measuring() -> None:
     answer = subprocess.run([sys.executable, "scripts/bench.py", "how-fast", "steps", "--chain", "no-such-chain"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert answer.returncode == 2, answer.stderr
     assert answer.stdout == "" and "no-such-chain" in answer.stderr
+
+
+def test_the_committed_record_has_a_row_for_every_step_and_nginx_in_the_same_run() -> None:
+    """The page's table is rendered from a record of this chain: every step, NGINX and the ceiling, measured."""
+    record = json.loads((REPO_ROOT / "results" / CHAIN.record).read_text(encoding="utf-8"))
+    assert record["chain"] == CHAIN.name and not record["environment"]["dirty"]
+    names = [row["name"] for row in record["rows"]]
+    assert names[:len(STEPS)] == [f"step-{step.number}" for step in STEPS]
+    assert {record["settings"]["relative_to"], record["settings"]["ceiling"]} <= set(names)
+    assert all(row["runs"] and not row["problems"] for row in record["rows"])
+    (table,) = how_fast_tables.steps_files(CHAIN, REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated").values()
+    assert all(f"| step {step.number} | {step.name.replace('-', ' ')} |" in table for step in STEPS)

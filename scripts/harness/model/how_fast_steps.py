@@ -36,13 +36,13 @@ class Chain:
     design_name: str  # the catalogue entry every step is started as (its command line, its stop signal)
     first_step_name: str  # step 0's name
 
-    def steps(self) -> list["Step"]:
+    def steps(self) -> list[Step]:
         """Step 0 and one step per diff, in order."""
         patches = sorted(self.steps_dir.glob("[0-9][0-9]-*.patch"))
         return [Step(0, self.first_step_name, None)] + [
             Step(index, path.stem.split("-", 1)[1], path) for index, path in enumerate(patches, start=1)]
 
-    def step_source(self, step: "Step", design_text: str | None = None, all_steps: list["Step"] | None = None) -> str:
+    def step_source(self, step: Step, design_text: str | None = None, all_steps: list[Step] | None = None) -> str:
         """The server file of a step: the design with every later step's diff taken back out, last first."""
         text = self.design_file.read_text(encoding="utf-8") if design_text is None else design_text
         for later in reversed([other for other in (all_steps or self.steps()) if other.number > step.number]):
