@@ -10,8 +10,12 @@ Reads records only (suites/runner.py measures them, in a scratch PostgreSQL). Th
 - database-pool.md: the `database-pool-N` records, one row per pool size and client count: the rate,
   the cap N / 0.1 s that the pool puts on it, the latency and the wait for a connection.
 
-verdict.md is one generated sentence the guide pages include: did the simulated call tell the truth?
-Every rate carries its flags (cells.rate_label); a record not yet made leaves a line saying so.
+verdict.md answers the guide's question, did the simulated call tell the truth?, in one plain sentence
+(database.md includes it under its table); guide.md, which the guide pages include, adds a small table
+at the most clients (each real call, what bounds its overlapping waits, its rate beside its twin's).
+Every rate carries its flags (cells.rate_label, and in the guide's table the repeat flag when
+results/rerun/ holds a second run of the record: figures.Figure.repeat_flag); a record not yet made
+leaves a line saying so.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.render.cells import cells_by_level, format_rate, rate_label, summarise_cell
+from harness.render.cells import ceilings, cells_by_level, format_rate, rate_label, summarise_cell
+from harness.render.figures import Figure
 from harness.render.presentation import design_link, wide_table
 
 SLEEP_SCENARIO = "database-sleep"
@@ -39,6 +44,22 @@ SIMULATED_TWIN = {
     "granian-asyncpg": "granian-asgi",
 }
 TRUTHFUL_SHARE = 0.9  # a real call within 10% of the simulated one's rate: the simulation told the truth
+# What caps the waits each real-call design overlaps (its file's constants, as database.md describes them),
+# and how the verdict's sentence names the designs so bounded.
+THREADS, CONNECTIONS, PER_REQUEST = "16 threads, 16 connections", "16 connections", "none; a new connection per request"
+WAITS_BOUNDED_BY = {
+    "threads-psycopg-pool": THREADS,
+    "thread-per-connection-psycopg": PER_REQUEST,
+    "gevent-psycopg": PER_REQUEST,
+    "asyncio-asyncpg": CONNECTIONS,
+    "asyncio-psycopg-pool": CONNECTIONS,
+    "gunicorn-gthread-psycopg": THREADS,
+    "uvicorn-asyncpg": CONNECTIONS,
+    "granian-asyncpg": CONNECTIONS,
+}
+BOUND_PHRASES = {THREADS: "where 16 threads bounded the waits anyway (the thread pools: {count})",
+                 CONNECTIONS: "where only the 16 connections did (the event loops: {count})",
+                 PER_REQUEST: "where every request opened its own connection ({count})"}
 
 
 def cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, Any]]:
@@ -90,7 +111,8 @@ def real_vs_simulated(record: dict[str, Any] | None) -> str:
                 continue
             share = real_cell["rate"]["median"] / twin_cell["rate"]["median"]
             rows.append(f"| {design_link(real)} | {design_link(twin)} | {clients} | "
-                        f"{rate_label(real_cell, record=record)} / {rate_label(twin_cell, record=record)} | "
+                        f"{flagged_rate(record, None, real, clients, real_cell)} / "
+                        f"{flagged_rate(record, None, twin, clients, twin_cell)} | "
                         f"{share:.0%} | {latency(real_cell, 'p99')} / {latency(twin_cell, 'p99')} |")
     work = ("Work per request: read and parse the request head; the real design sends `SELECT pg_sleep(0.1)` on a "
             "database connection (from its pool of 16, or its own) and waits for the row, the twin waits 0.1 s itself "
@@ -156,35 +178,66 @@ def pool_table(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n\n" + work + " " + footer(first)
 
 
-def verdict(record: dict[str, Any] | None) -> str:
-    """One sentence: at the most clients, how far each real call's rate fell from its simulated twin's."""
+def flagged_rate(record: dict[str, Any], rerun: dict[str, Any] | None, name: str, clients: float,
+                 cell: dict[str, Any]) -> str:
+    """A cell's median with every flag a quoted figure carries: spread, short runs, tool-bound, second run."""
+    ceiling = ceilings(record).get(clients)
+    repeat = Figure(f"{name}-c{clients:g}", SLEEP_SCENARIO, name, clients, "rate").repeat_flag(record, rerun)
+    return rate_label(cell, ceiling, record=record) + repeat
+
+
+def verdict(record: dict[str, Any] | None, rerun: dict[str, Any] | None = None) -> tuple[str, str]:
+    """Did the simulated call tell the truth? A plain sentence, and a table of each real call beside its twin at the
+    most clients: what bounds its waits, both rates (flagged), the share."""
     if record is None:
-        return "*Not measured yet.*\n"
+        return f"*Not measured yet: `python scripts/bench.py run --scenario {SLEEP_SCENARIO}`.*\n", ""
     found = cells(record)
     clients = max(record["settings"]["concurrency"])
-    truthful, misled = [], []
+    truthful: dict[str, list[bool]] = {bound: [] for bound in BOUND_PHRASES}  # per bound: each design's yes or no
+    rows = ["| Real call | Its waits bounded by | Req/s real / simulated twin | Real ÷ simulated |",
+            "|---|---|---|---|"]
     for real, twin in SIMULATED_TWIN.items():
         real_cell, twin_cell = found.get((real, clients)), found.get((twin, clients))
-        if real_cell and twin_cell:
-            share = real_cell["rate"]["median"] / twin_cell["rate"]["median"]
-            entry = f"{design_link(real)} {share:.0%}"
-            (truthful if share >= TRUTHFUL_SHARE else misled).append(entry)
-    told = ", ".join(truthful) or "none"
-    hid = ", ".join(misled) or "none"
-    return (f"At {clients} clients waiting on `SELECT pg_sleep(0.1)` (`results/{SLEEP_SCENARIO}.json`), the real call's "
-            f"rate as a share of the simulated twin's: within {1 - TRUTHFUL_SHARE:.0%} (the simulation told the truth) "
-            f"for {told}; lower (it did not) for {hid}.\n")
+        if not real_cell or not twin_cell:
+            rows.append(f"| {design_link(real)} | {WAITS_BOUNDED_BY[real]} | not measured | – |")
+            continue
+        share = real_cell["rate"]["median"] / twin_cell["rate"]["median"]
+        truthful[WAITS_BOUNDED_BY[real]].append(share >= TRUTHFUL_SHARE)
+        rows.append(f"| {design_link(real)} | {WAITS_BOUNDED_BY[real]} | "
+                    f"{flagged_rate(record, rerun, real, clients, real_cell)} / "
+                    f"{flagged_rate(record, rerun, twin, clients, twin_cell)} ({design_link(twin)}) | {share:.0%} |")
+    answers = []
+    for bound, verdicts in truthful.items():
+        if verdicts:
+            word = "yes" if all(verdicts) else "no" if not any(verdicts) else "for some"
+            answers.append(f"{word} " + BOUND_PHRASES[bound].format(count=f"{sum(verdicts)} of {len(verdicts)}"))
+    sentence = (f"**Did the simulated call tell the truth?** At {clients} clients, counting a real call within "
+                f"{1 - TRUTHFUL_SHARE:.0%} of its simulated twin's rate as the truth: " + "; ".join(answers) + ".")
+    caption = (f"*{clients} clients, each request one 100 ms wait: PostgreSQL's `pg_sleep(0.1)` through the design's "
+               f"driver, or the twin's own sleep. Median of {record['settings']['repeat']} runs of "
+               f"{record['settings']['time_limit']:g} s (`results/{SLEEP_SCENARIO}.json`, "
+               f"{record['started_utc'][:10]}); the whole table, at every client count, is on "
+               "[the database page](/database.md#the-measurement)."
+               + (" ⚠ second run: the run straight after this one, of the same commit, put the median outside the "
+                  "interval of this run's repetitions; the flag gives its median." if rerun else "") + "*")
+    return sentence + "\n", "\n".join(rows) + "\n\n" + caption + "\n"
 
 
-def database_files(records: dict[str, dict[str, Any]], generated_dir: Path, header: str) -> dict[Path, str]:
-    """The database page's three tables and the guide's one-sentence verdict."""
+def database_files(records: dict[str, dict[str, Any]], generated_dir: Path, header: str,
+                   rerun_records: dict[str, dict[str, Any]] | None = None) -> dict[Path, str]:
+    """The database page's three tables and the guide's verdict (its figures flagged by results/rerun/ too)."""
     directory = generated_dir / "database"
     sleep = records.get(SLEEP_SCENARIO)
+    rerun = (rerun_records or {}).get(SLEEP_SCENARIO)
+    sentence, table = verdict(sleep, rerun)
+    verdict_source = f"results/{SLEEP_SCENARIO}.json" + (f", results/rerun/{SLEEP_SCENARIO}.json" if rerun else "")
     return {
         directory / "real-vs-simulated.md": header.format(source=f"results/{SLEEP_SCENARIO}.json")
         + wide_table(real_vs_simulated(sleep)),
         directory / "queries.md": header.format(source="results/database-single.json, results/database-multiple.json")
         + wide_table(queries_table(records)),
         directory / "pool.md": header.format(source="results/database-pool-*.json") + pool_table(records),
-        directory / "verdict.md": header.format(source=f"results/{SLEEP_SCENARIO}.json") + verdict(sleep),
+        directory / "verdict.md": header.format(source=verdict_source) + sentence,
+        # The guide pages (which-model.md, compare.md): the sentence and the table behind it.
+        directory / "guide.md": header.format(source=verdict_source) + sentence + "\n" + table,
     }

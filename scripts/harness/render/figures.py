@@ -148,7 +148,10 @@ class Figure:
         if cell is None or not cell.compared or cell.agrees or cell.first is None or cell.second is None:
             return ""
         change = (cell.second - cell.first) / cell.first
-        return f" ⚠ second run {format_rate(cell.second)} req/s ({'−' if change < 0 else '+'}{abs(change):.0%})"
+        # Under 1% a whole percent would print 0%: one significant digit then (tight intervals can put so small a
+        # change outside them).
+        size = f"{abs(change):.0%}" if abs(change) >= 0.01 else f"{abs(change) * 100:.1g}%"
+        return f" ⚠ second run {format_rate(cell.second)} req/s ({'−' if change < 0 else '+'}{size})"
 
     def value(self, records: dict[str, dict[str, Any]], rerun_records: dict[str, dict[str, Any]] | None = None) -> str:
         """The median with its unit and its cell's flag, as the page prints it; a flagged cell needs allow_flagged."""

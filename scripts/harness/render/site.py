@@ -51,7 +51,6 @@ from harness.render.cells import (
     rate_medians,
     summarise_cell,
 )
-from harness.render.conformance_grid import conformance_grid_files
 from harness.render.conformance_tables import conformance_files
 from harness.render.database_tables import database_files
 from harness.render.deployment_tables import deployment_files
@@ -558,7 +557,7 @@ def python_versions_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def database_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The real-database page's tables (issue 21) and the guide's verdict on the simulated call."""
-    return database_files(inputs.records, inputs.generated_dir, HEADER)
+    return database_files(inputs.records, inputs.generated_dir, HEADER, inputs.rerun_records)
 
 
 def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -609,11 +608,6 @@ def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
     return survival_grid_files(inputs.results_dir, inputs.generated_dir)
 
 
-def conformance_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
-    """conformance-grid.md: the conformance matrix as coloured grids, one per group of cases, and their legend."""
-    return conformance_grid_files(inputs.results_dir, inputs.generated_dir)
-
-
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
     """predict/<design>.md: each design page's question, its measured answer folded beneath it (render/predict.py)."""
     return predict_files(inputs.records, inputs.generated_dir)
@@ -641,7 +635,6 @@ RENDERERS: list[Renderer] = [
     instructions_page_files,
     predict_page_files,
     survival_grid_page_files,
-    conformance_grid_page_files,
     timeline_player_page_files,
     deployment_page_files,
     streaming_page_files,

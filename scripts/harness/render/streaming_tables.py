@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.render.presentation import design_style
+from harness.render.presentation import design_link, design_style
 
 RECORD = "streaming.json"
 STOP_TIMEOUT_RECORD = "streaming-stop-timeout.json"  # `bench.py streaming --phase stop-timeout`: that phase alone
@@ -57,6 +57,22 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
 
 
+def held_and_per_stream(row: dict[str, Any]) -> tuple[int, str]:
+    """Streams held at once, and the KiB of PSS each cost ('–' when none was held)."""
+    # Held at once: the most descriptors the server had open, less those it had before the streams (its
+    # listener, its loop's own): the connections actually held at the peak, the denominator per stream.
+    held = row["peak_fds"] - row["samples"][0]["fds"]
+    growth = (row["peak_pss_mib"] - row["baseline_pss_mib"]) * 1024
+    return held, f"{growth / held:.1f}" if held > 0 else "–"
+
+
+def events_share(row: dict[str, Any]) -> str:
+    """The events received as a share of those due, flagged when the client may have been what held them back."""
+    share = 100 * row["client"]["events"] / row["events_expected"] if row["events_expected"] else 0.0
+    flag = " ⚠ client CPU-bound" if (row["client_cpu_share"] or 0) >= TOOL_BOUND_SHARE else ""
+    return f"{share:.0f}%{flag}"
+
+
 def cost_table(record: dict[str, Any], phase: str) -> str:
     lines = ["| design | streams served | held at once | threads | PSS MiB, before → peak | KiB per stream held |",
              "|---|--:|--:|--:|--:|--:|"]
@@ -65,11 +81,7 @@ def cost_table(record: dict[str, Any], phase: str) -> str:
             lines.append(failed_row(row, 6))
             continue
         client = row["client"]
-        # Held at once: the most descriptors the server had open, less those it had before the streams (its
-        # listener, its loop's own): the connections actually held at the peak, the denominator per stream.
-        held = row["peak_fds"] - row["samples"][0]["fds"]
-        growth = (row["peak_pss_mib"] - row["baseline_pss_mib"]) * 1024
-        per_stream = f"{growth / held:.1f}" if held > 0 else "–"
+        held, per_stream = held_and_per_stream(row)
         lines.append(f"| {row['design']} | {client['streams_with_events']:,} of {client['streams_asked']:,} | "
                      f"{held:,} | {row['peak_threads']:,} | {row['baseline_pss_mib']:.1f} → "
                      f"**{row['peak_pss_mib']:.1f}** | {per_stream} |")
@@ -83,13 +95,37 @@ def timing_table(record: dict[str, Any], phase: str) -> str:
         if row["status"] != "ok":
             lines.append(failed_row(row, 5))
             continue
-        client = row["client"]
-        share = 100 * client["events"] / row["events_expected"] if row["events_expected"] else 0.0
-        flag = " ⚠ client CPU-bound" if (row["client_cpu_share"] or 0) >= TOOL_BOUND_SHARE else ""
-        lag = client["max_lag_seconds"]
+        lag = row["client"]["max_lag_seconds"]
         lag_text = "–" if lag["median"] is None else f"{lag['median']:.2f} / {lag['p99']:.2f}"
-        lines.append(f"| {row['design']} | {share:.0f}%{flag} | {lag_text} | {_ms(row['fresh_ms_median'])} / "
+        lines.append(f"| {row['design']} | {events_share(row)} | {lag_text} | {_ms(row['fresh_ms_median'])} / "
                      f"{_ms(row['fresh_ms_max'])} | {row['fresh_failed']} of {row['fresh_asked']} |")
+    return "\n".join(lines) + "\n"
+
+
+def guide_table(record: dict[str, Any]) -> str:
+    """The guide's table (which-model.md, compare.md): per design at the `hold` phase, what holding the streams cost
+    and whether the server kept up, and how long its stop took (the `stop` phase)."""
+    stops = {row["design"]: row.get("stop_seconds") for row in rows(record, "stop") if row["status"] == "ok"}
+    lines = ["| design | threads | KiB per stream | events, % of due | fresh request, median ms (failed) | stop, s |",
+             "|---|--:|--:|--:|--:|--:|"]
+    for row in rows(record, "hold"):
+        if row["status"] != "ok":
+            lines.append(failed_row(row, 6))
+            continue
+        _, per_stream = held_and_per_stream(row)
+        stop = stops.get(row["design"])
+        lines.append(f"| {design_link(row['design'])} | {row['peak_threads']:,} | {per_stream} | {events_share(row)} | "
+                     f"{_ms(row['fresh_ms_median'])} ({row['fresh_failed']} of {row['fresh_asked']}) | "
+                     f"{'–' if stop is None else f'{stop:.1f}'} |")
+    hold, stop_phase = phase_settings(record, "hold"), phase_settings(record, "stop")
+    lines += ["", (f"*{hold['streams']:,} streams at once, a {hold['event_bytes']}-byte event every "
+                   f"{hold['interval'] * 1000:g} ms each for {hold['seconds']:g} s; threads: the most the server's "
+                   "processes had; KiB per stream: the growth of their PSS over the streams held at once; events: "
+                   "those received, as a share of those due; a fresh request on a new connection about every "
+                   "half second meanwhile, failed when unanswered within 2 s. Stop: the graceful stop signal with "
+                   f"{stop_phase['streams']} streams open, until the last process was gone. `results/{RECORD}`, "
+                   f"{record['started_utc'][:10]}, ⚠ one run per design; the whole tables are on "
+                   "[the streaming page](/streaming.md).*")]
     return "\n".join(lines) + "\n"
 
 
@@ -246,7 +282,7 @@ def streaming_files(results_dir: Path, generated_dir: Path, plots_dir: Path, hea
              + (design_file(bounded, name, bounded_name) if name in twins else design_file(record, name))
              for name in STREAM_DESIGNS}
     parts = {"streaming-hold-cost", "streaming-hold-timing", "streaming-10k-cost", "streaming-10k-timing",
-             "streaming-slow", "streaming-stop", "streaming-stop-timeout"}
+             "streaming-slow", "streaming-stop", "streaming-stop-timeout", "streaming-guide"}
     if record is None:
         return files | {generated_dir / f"{part}.md": header.format(source=source) + NOT_MEASURED for part in parts}
     made = {
@@ -257,6 +293,7 @@ def streaming_files(results_dir: Path, generated_dir: Path, plots_dir: Path, hea
         "streaming-slow": slow_table(record),
         "streaming-stop": stop_table(record),
         "streaming-stop-timeout": stop_timeout_table(record, bounded),
+        "streaming-guide": guide_table(record),
     }
     files |= {generated_dir / f"{part}.md": header.format(source=source) + text for part, text in made.items()}
     if bounded_name != RECORD:
