@@ -51,6 +51,7 @@ from harness.render.cells import (
     rate_medians,
     summarise_cell,
 )
+from harness.render.conformance_grid import conformance_grid_files
 from harness.render.conformance_tables import conformance_files
 from harness.render.database_tables import database_files
 from harness.render.deployment_tables import deployment_files
@@ -608,6 +609,11 @@ def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
     return survival_grid_files(inputs.results_dir, inputs.generated_dir)
 
 
+def conformance_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """conformance-grid.md: the conformance matrix as coloured grids, one per group of cases, and their legend."""
+    return conformance_grid_files(inputs.results_dir, inputs.generated_dir)
+
+
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
     """predict/<design>.md: each design page's question, its measured answer folded beneath it (render/predict.py)."""
     return predict_files(inputs.records, inputs.generated_dir)
@@ -635,6 +641,7 @@ RENDERERS: list[Renderer] = [
     instructions_page_files,
     predict_page_files,
     survival_grid_page_files,
+    conformance_grid_page_files,
     timeline_player_page_files,
     deployment_page_files,
     streaming_page_files,
