@@ -10,6 +10,7 @@ suite leaves no process behind, the catalogue of cases, and the renderer.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import resource
 import sys
@@ -28,9 +29,9 @@ from conftest import CATALOGUE
 TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
 SUITE = cases.load_suite()
 # Short bounds and small counts: the tiny servers time out within 1 s.
-SETTINGS = {**SUITE.run_settings(quick=True), "bound": 2.5, "short_bound": 2.5, "idle_connections": 20,
-            "slowloris_connections": 5, "resets": 20, "emfile_headroom": 40, "emfile_beyond": 40,
-            "emfile_connections": 80, "emfile_hold": 1.5, "settle": 2.0, "delay": 0.0}
+SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), bound=2.5, short_bound=2.5, idle_connections=20,
+                               slowloris_connections=5, resets=20, emfile_headroom=40, emfile_beyond=40,
+                               emfile_connections=80, emfile_hold=1.5, settle=2.0, delay=0.0)
 SPINNING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "spins_on_emfile.py"
 
 
@@ -44,7 +45,7 @@ def tiny_design(behaviour: str, server_file: Path = TEST_SERVERS) -> Design:
 
 @contextlib.contextmanager
 def tiny(behaviour: str, tmp_path: Path) -> Iterator[run.Server]:
-    with run.launched(tiny_design(behaviour), SETTINGS["delay"], tmp_path / behaviour) as server:
+    with run.launched(tiny_design(behaviour), SETTINGS.delay, tmp_path / behaviour) as server:
         yield server
 
 
@@ -96,7 +97,7 @@ def test_a_refusal_after_a_timeout_is_not_at_once(bad: run.Server) -> None:
 def test_the_slow_reader_needs_big_and_says_when_it_is_missing(good: run.Server, tmp_path: Path) -> None:
     [variant] = play(good, "slow-reader")
     assert variant.applicable and variant.status == "200"
-    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS["delay"], tmp_path) as without_big:
+    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS.delay, tmp_path) as without_big:
         [missing] = play(without_big, "slow-reader")
     if missing.applicable:
         pytest.skip("sequential-sockets answers GET /big now: nothing left to show missing")
@@ -116,7 +117,7 @@ def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: 
                          ids=lambda design: design.name)
 def test_emfile_lowers_the_running_servers_limit_and_calls_a_spinning_loop_busy(design: Design, tmp_path: Path) -> None:
     """The case lowers the limit once the server answers: the fixture's loop spins, epoll_loop.py pauses accepting."""
-    with run.launched(design, SETTINGS["delay"], tmp_path) as server:
+    with run.launched(design, SETTINGS.delay, tmp_path) as server:
         limit = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
         result = run.run_case(server, case("emfile"), SETTINGS)
         lowered = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
@@ -132,9 +133,9 @@ def test_emfile_lowers_the_running_servers_limit_and_calls_a_spinning_loop_busy(
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
     """The probe client waits behind the slowloris connections of a one-at-a-time design."""
-    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS["delay"], tmp_path) as server:
+    with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS.delay, tmp_path) as server:
         # The connections trickle for 5 s: well past the probe's 2 s, which starts 0.5 s in.
-        result = run.run_case(server, case("slowloris"), {**SETTINGS, "bound": 5.0})
+        result = run.run_case(server, case("slowloris"), dataclasses.replace(SETTINGS, bound=5.0))
     assert result["verdict"] == "stalled" and result["probe_during"]["status"] is None, result
     assert result["probe_after"]["status"] == 200  # serving resumed once the connections closed
 
@@ -172,7 +173,8 @@ def test_the_suite_leaves_no_process_behind(tmp_path: Path) -> None:
     try:
         path, record = run.run_suite(CATALOGUE, ["asyncio-streams", "sequential-sockets+nginx"],
                                          ["reset", "12"], quick=True, out_dir=tmp_path / "out",
-                                         suite=cases.Suite({**SETTINGS}, {}, SUITE.cases), log_root=tmp_path)
+                                         suite=cases.Suite(dataclasses.asdict(SETTINGS), {}, SUITE.cases),
+                                         log_root=tmp_path)
     finally:
         run.launched = launched
     assert len(started) == 3

@@ -4,16 +4,32 @@ A suite whose cases are a TOML table (the hostile suite's scripts/catalogue/host
 the conformance corpus's scripts/catalogue/conformance/cases.toml) reads it into a subclass of
 CaseCatalogue: its `[suite]` settings, the `[suite.quick]` overrides for `--quick`, and its cases
 in the catalogue's order. A subclass says which names select a case (`names`); `select` then
-takes the command line's `--case` arguments the same way in every suite.
+takes the command line's `--case` arguments the same way in every suite. A run reads its settings
+typed: each suite's own frozen dataclass, made by `typed_settings` (an unknown key is an error).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
 
 from harness.model.catalogue import UnknownNameError
+
+T = TypeVar("T")
+
+
+def typed_settings(kind: type[T], table: dict[str, Any], path: Path) -> T:
+    """A suite's settings table as its typed settings; a key the type does not know is an error naming the file."""
+    known = [setting.name for setting in fields(kind)]  # type: ignore[arg-type]  # kind is a dataclass
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            raise ValueError(f"{path}: [suite]: unknown setting {key!r}"
+                             + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return kind(**table)
 
 
 @dataclass(frozen=True)
@@ -24,8 +40,8 @@ class CaseCatalogue:
 
     what: ClassVar[str] = "case"  # for the error message: "unknown hostile case 'x'"
 
-    def run_settings(self, quick: bool) -> dict[str, Any]:
-        """The settings of a run: the `[suite]` table, with `[suite.quick]` over it for a quick run."""
+    def table(self, quick: bool) -> dict[str, Any]:
+        """The settings of a run as written: the `[suite]` table, with `[suite.quick]` over it for a quick run."""
         return {**self.settings, **self.quick} if quick else dict(self.settings)
 
     def names(self, case: Any) -> set[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.suites.case_catalogue import CaseCatalogue
+from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"
 ACCEPTED = {"200", "405"}  # the request was read as a request: the page, or GET-only's refusal of the method
@@ -77,6 +77,26 @@ class Corpus(CaseCatalogue):
     def names(self, case: Case) -> set[str]:
         return {case.id, case.group}
 
+    def run_settings(self, quick: bool) -> ConformanceSettings:
+        """The settings of a run, typed: the `[suite]` table, with `[suite.quick]` over it for a quick run."""
+        return typed_settings(ConformanceSettings, self.table(quick), CASES_FILE)
+
+
+@dataclass(frozen=True)
+class ConformanceSettings:
+    """The `[suite]` table of scripts/catalogue/conformance/cases.toml, in its order."""
+
+    bound: float  # seconds a case waits for an answer
+    quiet: float  # seconds of silence after which an answer is taken as complete
+    delay: float  # the simulated call every design is started with
+    jobs: int  # designs measured at the same time
+    behind_nginx: str = "none"  # "all": every design also behind servers/nginx_reverse_proxy.conf
+    designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
+
+    def to_record(self, jobs: int) -> dict[str, Any]:
+        """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
+        return {**{key: value for key, value in asdict(self).items() if key != "designs"}, "jobs": jobs}
+
 
 def load_corpus(path: Path = CASES_FILE) -> Corpus:
     """Read the corpus; ids unique, every case in a known group, every required key there."""
@@ -101,7 +121,9 @@ def load_corpus(path: Path = CASES_FILE) -> Corpus:
     ids = [case.id for case in cases]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{path}: a case id is listed twice")
-    return Corpus(settings, quick, cases, groups)
+    corpus = Corpus(settings, quick, cases, groups)
+    corpus.run_settings(quick=False), corpus.run_settings(quick=True)  # an unknown setting is an error here, at load
+    return corpus
 
 
 # --- judging --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
 from harness.suites.conformance.conformance_cases import (
     Case,
+    ConformanceSettings,
     Corpus,
     Judgement,
     judge_answer,
@@ -39,14 +40,14 @@ METHOD_PROBE = b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConn
 STOPPING = threading.Event()
 
 
-def get_only(server: Any, settings: dict[str, Any]) -> bool:
+def get_only(server: Any, settings: ConformanceSettings) -> bool:
     """Does the design answer a POST with 405? Then cases that need another method do not apply to it."""
-    answer = raw_exchange.exchange(server.target_host, server.target_port, METHOD_PROBE, settings["bound"],
-                                   settings["quiet"])
+    answer = raw_exchange.exchange(server.target_host, server.target_port, METHOD_PROBE, settings.bound,
+                                   settings.quiet)
     return answer.statuses[:1] == [405]
 
 
-def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], log_root: Path,
+def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettings, log_root: Path,
                 progress: Any) -> dict[str, Any]:
     """Every case against one design (maybe behind nginx); restarted if it dies, at most twice."""
     results: dict[str, dict[str, Any]] = {}
@@ -58,7 +59,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     while remaining and starts < 3:
         starts += 1
         try:
-            with launched(subject.design, settings["delay"], log_root / subject.name / f"start-{starts}",
+            with launched(subject.design, settings.delay, log_root / subject.name / f"start-{starts}",
                           subject.behind_nginx) as server:
                 commands.append(server.command)
                 if only_get is None:
@@ -71,7 +72,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
                         results[case.id] = {"verdict": "n/a", "code": "GET-only", "reason": "answers 405 to POST"}
                         continue
                     answer = raw_exchange.exchange(server.target_host, server.target_port, case.data,
-                                                   settings["bound"], settings["quiet"])
+                                                   settings.bound, settings.quiet)
                     judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09,
                                              answer.other_version)
                     results[case.id] = {**judgement.to_json(), **answer.to_json()}  # one flat entry per cell
@@ -91,12 +92,12 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
             "cases": results}
 
 
-def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[str, Any]) -> list[Subject]:
+def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: ConformanceSettings) -> list[Subject]:
     """Named designs (NAME or NAME+nginx), else every HTTP design, and each behind nginx too (`behind_nginx`)."""
     http = [design for design in catalogue.designs.values() if design.kind == "http"]
     if not names:  # the database designs need a PostgreSQL, which this suite does not start (the parser is the same)
-        names = settings.get("designs") or [design.name for design in http if not launcher.needs_database(design)]
-        if settings.get("behind_nginx") == "all":
+        names = settings.designs or [design.name for design in http if not launcher.needs_database(design)]
+        if settings.behind_nginx == "all":
             names = [*names, *(name + PROXIED_SUFFIX for name in names)]
     subjects = []
     for name in names:
@@ -151,7 +152,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
     settings = corpus.run_settings(quick)
     cases = corpus.select(case_names)
     subjects = subjects_for(catalogue, design_names, settings)
-    jobs_run = max(1, min(jobs or settings.get("jobs", 1), len(subjects) or 1))
+    jobs_run = max(1, min(jobs or settings.jobs, len(subjects) or 1))
     STOPPING.clear()
     started, clock = utc_now(), time.monotonic()
     lock, done, total = threading.Lock(), [0], len(subjects) * len(cases)
@@ -176,7 +177,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         "title": "HTTP/1.1 conformance",
         "mode": "quick" if quick else "full",
         "command": ["python", "scripts/bench.py", *sys.argv[1:]] if sys.argv[1:2] == ["conformance"] else sys.argv,
-        "settings": {**{key: value for key, value in settings.items() if key != "designs"}, "jobs": jobs_run},
+        "settings": settings.to_record(jobs_run),
         "groups": [{"id": group.id, "title": group.title} for group in corpus.groups],
         "cases": [case.to_json() for case in cases],
         "environment": describe_machine({"server": None, "load": None},

@@ -15,13 +15,13 @@ import socket
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.clients import raw_http
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.suites.case_catalogue import CaseCatalogue
+from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes
 from harness.system.resources import GroupSampler
 
@@ -59,6 +59,40 @@ class Suite(CaseCatalogue):
     def names(self, case: Case) -> set[str]:
         return {str(case.number), case.id}
 
+    def run_settings(self, quick: bool) -> HostileSettings:
+        """The settings of a run, typed: the `[suite]` table, with `[suite.quick]` over it for a quick run."""
+        return typed_settings(HostileSettings, self.table(quick), CASES_FILE)
+
+
+@dataclass(frozen=True)
+class HostileSettings:
+    """The `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each is), in its order."""
+
+    delay: float
+    probe_timeout: float
+    probe_at: float
+    after_timeout: float
+    answer_within: float
+    bound: float
+    short_bound: float
+    jobs: int
+    settle: float
+    idle_connections: int
+    slowloris_connections: int
+    resets: int
+    emfile_headroom: int
+    emfile_beyond: int
+    emfile_connections: int
+    emfile_hold: float
+    big_bytes: int
+    slow_reader_stall: float | None = None  # None: the case's bound
+    behind_nginx: list[str] = field(default_factory=list)
+    designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
+
+    def to_record(self, jobs: int) -> dict[str, Any]:
+        """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
+        return {**{key: value for key, value in asdict(self).items() if key != "designs"}, "jobs": jobs}
+
 
 def load_suite(path: Path = CASES_FILE) -> Suite:
     """Read the cases; every kind must have an implementation, numbers and ids must be unique."""
@@ -76,7 +110,9 @@ def load_suite(path: Path = CASES_FILE) -> Suite:
         values = [getattr(case, attribute) for case in cases]
         if len(set(values)) != len(values):
             raise ValueError(f"{path}: a case {attribute} is listed twice")
-    return Suite(settings, quick, sorted(cases, key=lambda case: case.number))
+    suite = Suite(settings, quick, sorted(cases, key=lambda case: case.number))
+    suite.run_settings(quick=False), suite.run_settings(quick=True)  # an unknown setting is an error here, at load
+    return suite
 
 
 # --- the cases ------------------------------------------------------------------------------------
@@ -88,7 +124,7 @@ class Target:
     host: str
     port: int
     pgid: int
-    settings: dict[str, Any]
+    settings: HostileSettings
 
     def connect(self, timeout: float = 2.0) -> socket.socket:
         return raw_http.connect(self.host, self.port, timeout)
@@ -137,7 +173,7 @@ def exchange_case(target: Target, case: Case) -> list[Variant]:
         accept = variant.get("accept", [])
         answer_within = case.get("answer_within")
         payload = build_request(variant)
-        bound = target.settings["bound"]
+        bound = target.settings.bound
         with contextlib.closing(target.connect()) as conn:
             conn.settimeout(bound)
             try:
@@ -180,7 +216,7 @@ def exchange_case(target: Target, case: Case) -> list[Variant]:
 def pipelined_case(target: Target, case: Case) -> list[Variant]:
     """N requests in one segment: all answered, or the first answered and the connection closed cleanly."""
     results = []
-    bound = target.settings["bound"]
+    bound = target.settings.bound
     for count in case.get("counts", [2]):
         request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         with contextlib.closing(target.connect()) as conn:
@@ -206,7 +242,7 @@ def pipelined_case(target: Target, case: Case) -> list[Variant]:
 
 def body_stall_case(target: Target, case: Case) -> list[Variant]:
     """A head promising 100,000 bytes, 10 of them, then silence: the server must close within its timeout."""
-    bound = target.settings["bound"]
+    bound = target.settings.bound
     with contextlib.closing(target.connect()) as conn:
         conn.sendall(build_request(case.parameters))
         sent = time.monotonic()
@@ -231,8 +267,8 @@ def summarise_closes(name: str, readings: dict[socket.socket, raw_http.Reading],
 
 def slowloris_case(target: Target, case: Case) -> list[Variant]:
     """Many connections, each sending a header line every `interval` s and never the blank line."""
-    count = target.settings["slowloris_connections"]
-    bound = target.settings["bound"]
+    count = target.settings.slowloris_connections
+    bound = target.settings.bound
     with target.held(count) as (connections, refused):
         started = time.monotonic()
         for conn in connections:
@@ -245,8 +281,8 @@ def slowloris_case(target: Target, case: Case) -> list[Variant]:
 
 def idle_case(target: Target, case: Case) -> list[Variant]:
     """Many connections that send nothing at all."""
-    count = target.settings["idle_connections"]
-    bound = target.settings["bound"]
+    count = target.settings.idle_connections
+    bound = target.settings.bound
     with target.held(count) as (connections, refused):
         started = time.monotonic()
         readings = raw_http.watch_closes(connections, started, started + bound)
@@ -257,7 +293,7 @@ def reset_case(target: Target, case: Case) -> list[Variant]:
     """Reset right after the request, many times; then reset during the simulated call (the harness counts leaks)."""
     request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     failures = 0
-    for _ in range(target.settings["resets"]):
+    for _ in range(target.settings.resets):
         try:
             conn = target.connect()
             conn.sendall(request)
@@ -268,17 +304,17 @@ def reset_case(target: Target, case: Case) -> list[Variant]:
         try:
             conn = target.connect()
             conn.sendall(request)
-            time.sleep(target.settings["delay"] / 2)  # inside the simulated call
+            time.sleep(target.settings.delay / 2)  # inside the simulated call
             raw_http.reset(conn)
         except OSError:
             failures += 1
     note = f"{failures} connections could not be made" if failures else ""
-    return [Variant(f"{target.settings['resets']} resets", True, "reset", None, note)]
+    return [Variant(f"{target.settings.resets} resets", True, "reset", None, note)]
 
 
 def slow_reader_case(target: Target, case: Case) -> list[Variant]:
     """GET /big, read 1 KiB, then read nothing for a while (the probe runs meanwhile); then see what still arrives."""
-    size = target.settings["big_bytes"]
+    size = target.settings.big_bytes
     try:
         with contextlib.closing(target.connect(timeout=5)) as conn:
             conn.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
@@ -292,7 +328,7 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
     if not has_big:
         return [Variant("slow reader", True, "n/a", None, "not applicable: no /big (1 MiB) on this design",
                         applicable=False)]
-    bound = target.settings["bound"]
+    bound = target.settings.bound
     conn = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     with contextlib.closing(conn):
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window: the server must wait for us
@@ -301,7 +337,7 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
         conn.sendall(b"GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         sent = time.monotonic()
         first = conn.recv(1024)
-        stall = target.settings.get("slow_reader_stall", bound)
+        stall = target.settings.slow_reader_stall or bound
         time.sleep(stall)  # the stall: the probe runs meanwhile
         rest = raw_http.read_answer(conn, sent, time.monotonic() + 5)
     received = len(first) + len(rest.data)
@@ -320,13 +356,13 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
     that goes back to it after EMFILE spins. The CPU counts only while a process is at its limit.
     """
     settings = target.settings
-    headroom, hold = settings["emfile_headroom"], settings["emfile_hold"]
+    headroom, hold = settings.emfile_headroom, settings.emfile_hold
     try:
         lowered = open_files.lower_group_open_files(target.pgid, headroom)
     except PermissionError as error:  # a process of the group runs as another user (nginx's workers): not ours to lower
         return [Variant("case", False, "n/a", None, f"not measured: the harness may not lower this server's limit "
                         f"({error.strerror}: prlimit on a process of its group)", applicable=False)]
-    count = min(settings["emfile_connections"], headroom * len(lowered) + settings["emfile_beyond"])
+    count = min(settings.emfile_connections, headroom * len(lowered) + settings.emfile_beyond)
     with target.held(count) as (connections, refused):
         time.sleep(0.5)  # let the server accept until accept() fails with EMFILE
         at_limit_before = at_limit(lowered)
@@ -362,7 +398,7 @@ def at_limit(lowered: list[open_files.LoweredLimit]) -> int:
 def expect_continue_case(target: Target, case: Case) -> list[Variant]:
     """Announce a 10 MiB body with Expect: 100-continue; send it only after 100 (as curl does, or after 1 s)."""
     size, wait = case.get("body_bytes", 10 * 2**20), case.get("wait_for_interim", 1.0)
-    bound = target.settings["bound"]
+    bound = target.settings.bound
     head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {size}\r\n"
             "Expect: 100-continue\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
     with contextlib.closing(target.connect()) as conn:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import sys
 import threading
 import time
@@ -30,7 +31,7 @@ from typing import Any
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
-from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
+from harness.suites.hostile.cases import CASE_KINDS, Case, HostileSettings, Suite, Target, Variant, load_suite
 from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
@@ -55,11 +56,11 @@ def settled_counts(pgid: int, before: tuple[int, int], settle: float) -> tuple[i
         time.sleep(0.1)
 
 
-def run_case(server: Server, case: Case, settings: dict[str, Any]) -> dict[str, Any]:
+def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str, Any]:
     """One case against a running server, with the probes and the measurements around it."""
     pgid = server.process.pid
     if case.get("short_bound"):  # an answer that takes longer than this is already not "at once"
-        settings = {**settings, "bound": min(settings["bound"], settings["short_bound"])}
+        settings = dataclasses.replace(settings, bound=min(settings.bound, settings.short_bound))
     target = Target(server.target_host, server.target_port, pgid, settings)
     before = processes.group_counts(pgid)
     started = time.monotonic()
@@ -77,12 +78,12 @@ def run_case(server: Server, case: Case, settings: dict[str, Any]) -> dict[str, 
         player.start()
         during = None
         if case.kind not in NO_PROBE_DURING_KINDS:
-            player.join(case.get("probe_at", settings["probe_at"]))
-            during = raw_http.well_behaved_get(target.host, target.port, settings["probe_timeout"])
-        player.join(settings["bound"] * 3 + 60)  # every case is bounded well inside this
+            player.join(case.get("probe_at", settings.probe_at))
+            during = raw_http.well_behaved_get(target.host, target.port, settings.probe_timeout)
+        player.join(settings.bound * 3 + 60)  # every case is bounded well inside this
     elapsed = time.monotonic() - started
-    after = raw_http.well_behaved_get(target.host, target.port, settings["after_timeout"]) if server.alive() else None
-    counts = settled_counts(pgid, before, settings["settle"]) if server.alive() else before
+    after = raw_http.well_behaved_get(target.host, target.port, settings.after_timeout) if server.alive() else None
+    counts = settled_counts(pgid, before, settings.settle) if server.alive() else before
     variants = outcome[0] if outcome else [Variant("case", False, "error", None, "; ".join(errors) or "no outcome")]
     applicable = all(variant.applicable for variant in variants)
     alive = server.alive()
@@ -143,7 +144,7 @@ def warm_up(server: Server) -> None:
         verify.prime(server.target_host, server.target_port)
 
 
-def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], log_root: Path,
+def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, log_root: Path,
                 progress: Callable[[str], None]) -> dict[str, Any]:
     """Every case against one design; a design that dies is restarted for the cases after."""
     log_dir = log_root / subject.name
@@ -158,7 +159,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
     while remaining and starts < 3:  # a design that keeps dying is not started a fourth time
         starts += 1
         try:
-            with launched(subject.design, settings["delay"], log_dir / f"start-{starts}", subject.behind_nginx) as server:
+            with launched(subject.design, settings.delay, log_dir / f"start-{starts}", subject.behind_nginx) as server:
                 commands.append(server.command)
                 warm_up(server)
                 while remaining:
@@ -181,7 +182,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
             raise SuiteStopped
         progress(f"{subject.name}: case {case.number} {case.id} (RLIMIT_NOFILE lowered while it runs)")
         try:
-            with launched(subject.design, settings["delay"], log_dir / case.id, subject.behind_nginx) as server:
+            with launched(subject.design, settings.delay, log_dir / case.id, subject.behind_nginx) as server:
                 commands.append(server.command)
                 warm_up(server)
                 result = run_case(server, case, settings)
@@ -200,13 +201,13 @@ def run_subject(subject: Subject, cases: list[Case], settings: dict[str, Any], l
             "server_commands": commands, "cases": results}
 
 
-def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[str, Any]) -> list[Subject]:
+def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: HostileSettings) -> list[Subject]:
     """The designs a run covers: named ones (NAME or NAME+nginx), else every http design plus the proxied set."""
     http = [design for design in catalogue.designs.values() if design.kind == "http"]
     if not names:  # the database designs need a PostgreSQL, which this suite does not start yet (issue 21)
         http = [design for design in http if not launcher.needs_database(design)]
-        names = settings.get("designs") or [design.name for design in http]
-        names = [*names, *(name + PROXIED_SUFFIX for name in settings.get("behind_nginx", []))]
+        names = settings.designs or [design.name for design in http]
+        names = [*names, *(name + PROXIED_SUFFIX for name in settings.behind_nginx)]
     subjects = []
     for name in names:
         behind = name.endswith(PROXIED_SUFFIX)
@@ -217,9 +218,9 @@ def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: dict[s
     return subjects
 
 
-def most_connections_held(settings: dict[str, Any]) -> int:
+def most_connections_held(settings: HostileSettings) -> int:
     """The most connections one design's case holds at once (idle, slowloris, emfile); each is a descriptor here."""
-    return max(settings["idle_connections"], settings["slowloris_connections"], settings["emfile_connections"])
+    return max(settings.idle_connections, settings.slowloris_connections, settings.emfile_connections)
 
 
 def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selectors: list[str] | None, quick: bool,
@@ -230,7 +231,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
     settings = suite.run_settings(quick)
     cases = suite.select(case_selectors)
     subjects = subjects_for(catalogue, design_names, settings)
-    jobs_run = max(1, min(jobs or settings.get("jobs", 1), len(subjects)))
+    jobs_run = max(1, min(jobs or settings.jobs, len(subjects)))
     raise_open_files_limit(jobs_run * most_connections_held(settings), "connections")
     STOPPING.clear()
     started, clock = utc_now(), time.monotonic()
@@ -258,7 +259,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         "title": "What a real server must survive",
         "mode": "quick" if quick else "full",
         "command": ["python", "scripts/bench.py", *sys.argv[2:]] if sys.argv[1:2] == ["hostile"] else sys.argv,
-        "settings": {**{key: value for key, value in settings.items() if key != "designs"}, "jobs": jobs_run},
+        "settings": settings.to_record(jobs_run),
         "cases": [case.to_json() for case in cases],
         "environment": describe_machine({"server": None, "load": None}, tool_versions()),
         "started_utc": started,
