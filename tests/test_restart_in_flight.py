@@ -3,10 +3,14 @@ the plan is checked, our supervisor's restart is reproduced in small, and the ta
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import struct
 from pathlib import Path
 
 import pytest
+from harness.clients import restart_probe
 from harness.render import multi_process_tables
 from harness.suites import restart
 
@@ -91,3 +95,36 @@ def test_the_tables_count_every_failure_kind() -> None:
     assert multi_process_tables.outcomes_label([]) == "–"
     assert multi_process_tables.seconds_span([4.701, 4.704]) == "4.70 s"
     assert multi_process_tables.seconds_span([1.0, 4.7]) == "1.00–4.70 s"
+
+
+def serve_then_drop(how: str):
+    """A keep-alive server that answers a connection's first request, then drops it on the next: FIN or RST."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")  # the next request: dropped unanswered
+        if how == "reset":
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close sends RST
+        writer.close()
+    return handle
+
+
+@pytest.mark.parametrize("how", ["closed", "reset"])
+def test_the_probe_names_a_connection_dropped_after_the_request_was_sent(how, capsys) -> None:
+    """The failure a client library cannot hide: the kept connection looked open, the request went out on it,
+    and the server closed (or reset) it instead of answering."""
+    async def main() -> dict:
+        server = await asyncio.start_server(serve_then_drop(how), "127.0.0.1", 0)
+        async with server:
+            port = server.sockets[0].getsockname()[1]
+            return await restart_probe.probe("127.0.0.1", port, idle=1, long=0, restart_after=0.05,
+                                             next_after=[0.1])
+
+    report = asyncio.run(main())
+    (idle,) = report["idle"]
+    assert idle["first"]["outcome"] == 200 and idle["first"]["keep_alive"]
+    assert idle["closed_by_server"] is None and idle["reused"]
+    assert idle["next"]["outcome"] == how
+    assert capsys.readouterr().out.startswith("restart ")  # the line the harness restarts on

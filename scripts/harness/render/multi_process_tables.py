@@ -193,15 +193,15 @@ def in_flight_long_table(record: dict[str, Any]) -> str:
         lost = f" ⚠ {len(row['errors'])} run(s) failed: {row['errors'][0]['error'].splitlines()[0]}" if row["errors"] else ""
         lines.append(f"| {row['label']} | {len(answers)} | {outcomes_label(answers)}{lost} | "
                      f"{seconds_span(ended) if ended else '–'} |")
-    lines += ["", f"*Each request takes the {scenario['delay']:g} s simulated call and was sent "
-                  f"{scenario['restart_after']:g} s before the restart signal, on a new connection.*"]
+    lines += ["", (f"*Each request takes the {scenario['delay']:g} s simulated call and was sent "
+                   f"{scenario['restart_after']:g} s before the restart signal, on a new connection.*")]
     return "\n".join(lines) + "\n"
 
 
 def in_flight_idle_table(record: dict[str, Any]) -> str:
     """The kept-alive connections idle at the restart: did the server close them, and what their next request got."""
-    lines = ["| server (restart) | next request, s after the restart | closed by the server while idle "
-             "(s after the restart) | sent on the kept connection | sent on a new one (it was closed) |",
+    lines = [("| server (restart) | next request, s after the restart | closed by the server while idle "
+              "(s after the restart) | sent on the kept connection | sent on a new one (it was closed) |"),
              "|---|--:|---|---|---|"]
     for row in record["targets"]:
         connections = [connection for run in _in_flight_runs(row) for connection in run["report"]["idle"]]
