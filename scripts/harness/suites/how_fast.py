@@ -44,6 +44,7 @@ from harness.model import how_fast_steps
 from harness.model.catalogue import UnknownNameError, load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.settings import ScenarioSettings
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import CLOCK_TICKS, GroupSampler
@@ -54,8 +55,18 @@ DEFAULT_REFERENCES = {  # by chain: the `peak` scenario's rivals; fast and corre
     how_fast_steps.FAST_AND_CORRECT.name: ["nginx-keep-alive"],
 }
 CEILING_SCENARIO = "peak"  # the steps are measured as this scenario measures, so its tool ceiling is theirs
-FULL = {"seconds": 4, "repeat": 4}  # nine rows: about 2.5 minutes in all
-QUICK = {"seconds": 2, "repeat": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunLength:
+    """How long the steps are measured: seconds per run, runs per row (alternating the rows' order)."""
+
+    seconds: float
+    repeat: int
+
+
+FULL = RunLength(seconds=4, repeat=4)  # nine rows: about 2.5 minutes in all
+QUICK = RunLength(seconds=2, repeat=1)
 PROFILE_SECONDS = {"full": 15, "quick": 3}
 PROFILE_RATE_HZ = 250  # samples a second; py-spy unwinding native frames cannot keep up with 1,000
 
@@ -113,7 +124,7 @@ def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None
         if problems:
             return {"error": "verification failed: " + "; ".join(problems), "stderr_tail": server.stderr_tail()}
         verify.prime(server.host, server.port)
-        settings = {"time_limit": seconds, "keep_alive": True}
+        settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True)
         with GroupSampler(server.process.pid) as sampler:
             run = tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings, log_dir / "wrk",
                            pinning["load"])
@@ -126,7 +137,7 @@ def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None
 
 def ceiling_design() -> str:
     """The design whose rate is the tool's ceiling here: the one CEILING_SCENARIO names."""
-    return load_catalogue().scenario(CEILING_SCENARIO).options["ceiling"]
+    return load_catalogue().scenario(CEILING_SCENARIO).settings(quick=False).ceiling or ""
 
 
 def with_ceiling(chain: how_fast_steps.Chain, references: list[str]) -> tuple[list[str], str]:
@@ -143,8 +154,8 @@ def with_ceiling(chain: how_fast_steps.Chain, references: list[str]) -> tuple[li
 def measure_steps(args: argparse.Namespace) -> Path:
     """Measure every step and reference row of the chain, alternating their order; the path of the record written."""
     chain = how_fast_steps.CHAINS[args.chain]
-    settings = QUICK if args.quick else FULL
-    seconds, repeat = args.seconds or settings["seconds"], args.repeat or settings["repeat"]
+    length = QUICK if args.quick else FULL
+    seconds, repeat = args.seconds or length.seconds, args.repeat or length.repeat
     tool = require_tool("wrk")
     work_dir = work_dir_for(chain)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -271,7 +282,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
     log_dir = launcher.LOG_DIR / "how-fast" / "profile"
     fastest = load_catalogue().design(how_fast_steps.PROFILE_NAME)
     load_command = tool.command(f"http://{processes.LOOPBACK}:{port}/", CONNECTIONS,
-                                {"time_limit": seconds + 2, "keep_alive": True})
+                                ScenarioSettings.for_tool(seconds + 2, CONNECTIONS, keep_alive=True))
     started = utc_now()
     with launcher.running_design(fastest, port, 0.0, log_dir, cpu=pinning["server"]) as server:
         server_command = server.command

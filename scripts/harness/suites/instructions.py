@@ -43,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +58,17 @@ from harness.suites import how_fast
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
-FULL = {"requests": (2_000, 4_000), "measurements": 2}
-QUICK = {"requests": (200, 400), "measurements": 2}
+
+@dataclass(frozen=True)
+class CountPlan:
+    """What a row counts: instructions for two request counts (their difference is per request), so many times."""
+
+    requests: tuple[int, int]
+    measurements: int
+
+
+FULL = CountPlan(requests=(2_000, 4_000), measurements=2)
+QUICK = CountPlan(requests=(200, 400), measurements=2)
 PLAIN_AND_HARDENED = ["asyncio-protocol-keep-alive", "hardened"]  # the same Protocol, with and without every limit
 # uvloop is installed in the harness's virtual environment only, not in pyenv's interpreters; the asyncio
 # Protocol design is the uvloop one on asyncio's loop, and runs on every CPython as it is.
@@ -208,7 +218,7 @@ def plan_rows(catalogue: Catalogue) -> list[dict[str, Any]]:
 
 def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
     """Measure the rows (all, or those named), write the record atomically; its path."""
-    settings = QUICK if quick else FULL
+    counts = QUICK if quick else FULL
     valgrind = valgrind_path()
     rows = plan_rows(catalogue)
     if names:
@@ -227,12 +237,12 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
         except (launcher.InterpreterMissingError, subprocess.SubprocessError) as error:
             row["problems"].append(str(error))
             continue
-        measure_row(row, settings["requests"], settings["measurements"], pinning["server"], valgrind)
+        measure_row(row, counts.requests, counts.measurements, pinning["server"], valgrind)
     record = {
         "schema": 1,
         "kind": "instructions",
         "mode": "quick" if quick else "full",
-        "settings": {"requests": list(settings["requests"]), "measurements": settings["measurements"],
+        "settings": {"requests": list(counts.requests), "measurements": counts.measurements,
                      "connections": 1, "keep_alive": True, "delay": 0.0, "agreement": instruction_counts.AGREEMENT},
         "counter": "callgrind's Ir: instructions executed in user space by the server process (all its threads); "
                    "the kernel's work is not counted",
@@ -252,7 +262,7 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`bench.py instructions`: the suite's command line."""
     parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK['requests'][0]:,} and {QUICK['requests'][1]:,} requests in place of "
-                             f"{FULL['requests'][0]:,} and {FULL['requests'][1]:,}, into build/results/")
+                        help=f"{QUICK.requests[0]:,} and {QUICK.requests[1]:,} requests in place of "
+                             f"{FULL.requests[0]:,} and {FULL.requests[1]:,}, into build/results/")
     parser.add_argument("--row", action="append", help="only this row (repeatable): step-0 ... step-5, "
                         f"{', '.join(PLAIN_AND_HARDENED)}, {VERSIONS_DESIGN}-python-3.12, ...; into build/results/")

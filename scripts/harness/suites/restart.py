@@ -120,8 +120,8 @@ def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue 
         if catalogue is not None and entry["design"] not in catalogue.designs:
             raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
         targets.append(Target(entry["design"], entry["method"], entry.get("signal"), entry.get("source", "")))
-    settings = {key: data[key] for key in ("rate", "seconds", "delay", "restarts", "first_restart", "every")}
-    settings["repeat"] = data.get("repeat", 1)
+    settings = {**{key: data[key] for key in ("rate", "seconds", "delay", "restarts", "first_restart", "every")},
+                "repeat": data.get("repeat", 1)}
     if quick:
         settings.update(data.get("quick", {}))
     plan = Plan(id=data["id"], title=data["title"], targets=targets, **settings)
@@ -324,8 +324,8 @@ def load_in_flight_plan(path: Path = PLAN_PATH, quick: bool = False,
             raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
         targets.append(InFlightTarget(entry["design"], entry["signal"], list(entry.get("arguments", [])),
                                       entry.get("source", "")))
-    settings = {key: data[key] for key in ("delay", "idle", "long", "restart_after", "next_after")}
-    settings["repeat"] = data.get("repeat", 1)
+    settings = {**{key: data[key] for key in ("delay", "idle", "long", "restart_after", "next_after")},
+                "repeat": data.get("repeat", 1)}
     if quick:
         settings.update({key: value for key, value in overrides.items()})
     plan = InFlightPlan(id=data["id"], title=data["title"], targets=targets, **settings)
