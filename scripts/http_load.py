@@ -53,8 +53,11 @@ who waits where, worker (the closed-loop worker that sent it; null in open
 loop), connected (the handshake done: the connection sits in the server's
 listen queue from here until the server accepts it), sent (the request
 written), first_byte (the first byte of the answer read), closed (our socket
-closed after the server's close). All are the client's clocks: the server's
-own moments (accept, handler start) are not seen from here.
+closed after the server's close), local_port (our end of the connection). All
+are the client's clocks: the server's own moments (accept, handler start) are
+not seen from here; the harness traces them on the server (strace) and matches
+a connection to its request by local_port, placing them on this timeline with
+clock_start_unix_s, the run's start on the Unix clock.
 
 Exit codes: 0 every due request was ok; 1 some failed, or --timeout struck
 (the JSON still says what happened); 2 bad arguments, a host other than the
@@ -142,6 +145,7 @@ class Outcome:
     sent: float = math.nan
     first_byte: float = math.nan
     closed: float = math.nan
+    local_port: int | None = None  # the server sees it as the peer's port: a server-side trace matches on it
 
 
 def parse_target(url: str) -> Target:
@@ -200,6 +204,7 @@ async def one_request(outcome: Outcome, target: Target) -> None:
             outcome.end, outcome.result = time.perf_counter(), "connect"
             return
         outcome.connected = time.perf_counter()
+        outcome.local_port = writer.get_extra_info("sockname")[1]
         writer.write(target.request)
         await writer.drain()
         outcome.sent = time.perf_counter()
@@ -370,8 +375,9 @@ def report(outcomes: list[Outcome], started: float, finished: float, stopped_by:
         record["late_tolerance_ms"] = LATE_TOLERANCE * 1000
     # CLOCK_MONOTONIC (perf_counter) at the run's start: a harness reading the same clock can place its
     # own events (a server restart) on this run's timeline.
+    # The same instant on the Unix clock, which a trace of the server (strace -ttt) prints.
     record.update(keep_alive=False, python=platform.python_version(), open_files=open_files,
-                  clock_start_s=round(started, 6))
+                  clock_start_s=round(started, 6), clock_start_unix_s=round(time.time() - (time.perf_counter() - started), 6))
     return record
 
 
@@ -384,7 +390,7 @@ def timeline(outcomes: list[Outcome], started: float) -> list[dict[str, Any]]:
              "start": seconds(outcome.start), "end": seconds(outcome.end), "status": outcome.status,
              "result": outcome.result, "worker": outcome.worker, "connected": seconds(outcome.connected),
              "sent": seconds(outcome.sent), "first_byte": seconds(outcome.first_byte),
-             "closed": seconds(outcome.closed)} for outcome in outcomes]
+             "closed": seconds(outcome.closed), "local_port": outcome.local_port} for outcome in outcomes]
 
 
 def write_timeline(path: Path, entries: list[dict[str, Any]]) -> None:

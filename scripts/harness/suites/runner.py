@@ -30,12 +30,12 @@ from typing import Any
 
 from harness.clients import pipelining as pipelining_check
 from harness.clients import verify
-from harness.clients.tools import require_tool
+from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
-from harness.system import launcher, ports, postgres, processes
+from harness.system import launcher, ports, postgres, processes, syscall_trace
 from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import GroupSampler
 
@@ -151,8 +151,14 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
                                                   pinning["load"]))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
-                with GroupSampler(server.process.pid) as sampler:
+                with GroupSampler(server.process.pid) as sampler, contextlib.ExitStack() as tracing:
+                    # A timeline also shows the server's side: its system calls, traced for this run only.
+                    trace = (tracing.enter_context(syscall_trace.SyscallTrace(
+                        processes.group_pids(server.process.pid), workdir / "server.strace", pinning["server"]))
+                        if level_settings.timeline else None)
                     run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
+                if trace is not None:
+                    syscall_trace.add_to_timeline(run, trace.connections(), trace.command)
                 overflows_after = ports.time_wait_overflows()
                 run.setdefault("requests_requested", level_settings.requests)  # an adapter may know better
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
@@ -183,7 +189,8 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                          server.stderr_tail())
     except processes.ServerStartError as error:
         outcome.fail(f"server did not start: {error.args[0].splitlines()[0]}", error.stderr_tail)
-    except (launcher.InterpreterMissingError, launcher.DatabaseMissingError) as error:  # recorded; the run goes on
+    except (launcher.InterpreterMissingError, launcher.DatabaseMissingError,
+            syscall_trace.TraceAttachError) as error:  # recorded; the run goes on
         outcome.fail(str(error))
 
 
@@ -194,6 +201,11 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     settings = plan.scenario_settings(scenario, quick, repeat)
     designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
     tool = require_tool(scenario.tool)
+    if settings.timeline:  # the server's side of a timeline is traced (system/syscall_trace.py)
+        try:
+            syscall_trace.strace_path()
+        except syscall_trace.StraceMissingError as error:
+            raise ToolMissingError(str(error)) from error
     pinning = processes.cpu_pinning(server_on_every_cpu=settings.server_cpus == "all")
     environment = describe_machine(pinning, {tool.name: tool.version()})
     outcomes = {design.name: DesignOutcome(design) for design in designs}

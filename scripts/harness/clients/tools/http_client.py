@@ -19,7 +19,10 @@ Settings:
   service_ms and late.
 - timeline (bool): the client writes workdir/timeline.json, and the record
   carries that list when it has at most TIMELINE_MAX_ENTRIES entries (records
-  stay small); otherwise it says where the file is.
+  stay small); otherwise it says where the file is. The record also keeps
+  clock_start_unix_s (the run's start on the Unix clock): the runner traces the
+  server's system calls during a timeline run (system/syscall_trace.py) and
+  places them on the timeline with it.
 - client_timeout (optional): the client's own `--timeout`; by default the time
   limit plus a minute, or ten minutes without one.
 
@@ -130,6 +133,8 @@ class HttpClient:
             return record
         if settings.timeline:
             attach_timeline(record, workdir / "timeline.json")
+            # where the run's start lies on the Unix clock: a trace of the server is placed on the timeline with it
+            record["clock_start_unix_s"] = json.loads(completed.stdout).get("clock_start_unix_s")
         record["error"] = (f"stopped by its own {client_timeout(settings):g} s timeout: "
                            f"{record['failed_by_kind']['timeout']} requests unfinished"
                            if record["timed_out"] else None)
