@@ -71,6 +71,18 @@ def test_the_renderer_writes_a_snippet_per_design_and_the_pairs(tmp_path: Path) 
                                                                               for _, first, second in PAIRS]
 
 
+def test_the_servers_traced_moments_travel_with_each_request(tmp_path: Path) -> None:
+    traced = record(["thread-per-connection"])
+    entries = traced["designs"][0]["runs"][0]["timeline"]
+    entries[0]["server"] = {"accepted": 0.0012, "head_read": 0.0013, "first_written": 0.1001, "written": 0.1001,
+                            "closed": 0.1002, "process": 1, "threads": [2], "processes": [1]}
+    panel = player_data(timeline_player_files(traced, tmp_path, HEADER)[
+        tmp_path / "timeline-player" / "thread-per-connection.md"])["panels"][0]
+    assert panel["fields"] == ["worker", *MOMENTS, "ok", "accepted", "head_read", "written", "server_closed"]
+    assert panel["requests"][0][-4:] == [1.2, 1.3, 100.1, 100.2]
+    assert panel["requests"][1][-4:] == [None, None, None, None]  # a request without a traced connection
+
+
 def test_a_record_without_the_moments_gives_no_player(tmp_path: Path) -> None:
     assert timeline_player_files(record(["sequential-sockets"], with_moments=False), tmp_path, HEADER) == {}
     assert timeline_player_files(None, tmp_path, HEADER) == {}
@@ -171,5 +183,8 @@ def test_a_design_page_plays_its_own_run(player_page: Any, site_url: str) -> Non
     player.wait_for(timeout=WAIT_MS)
     assert player.locator(".tp-name strong").all_text_contents() == ["thread-per-connection"]
     assert player.locator(".tp-chart svg rect").count() > 0, "the bars are drawn"
+    # the committed run traced the server: its moments are marks on the bars, and the legend names them
+    assert player.locator(".tp-chart .tp-mark-accepted").count() > 0
+    assert "the server's own system calls" in player.locator(".tp-legend").text_content()
     player.locator(".tp-back").click()
     assert time_of(player) < int(player.locator(".tp-scrub").get_attribute("max"))

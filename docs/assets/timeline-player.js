@@ -3,7 +3,10 @@
 // Every request is a bar in its client's lane that grows as the clock runs: grey while it waits
 // (listen queue, or accepted and not yet served), coloured during the 100 ms call, and a mark when
 // the answer arrives. Above each chart, how many requests wait and how many are in the call at
-// that instant. One clock drives both panels of a pair, on one time scale.
+// that instant. One clock drives both panels of a pair, on one time scale. Where the record has
+// the server's own moments (its system calls, traced with strace), each bar carries a mark for
+// each as the clock passes it: accepted (a line), request read (a triangle down from the top),
+// answer written (a triangle up from the bottom), closed (a diamond).
 // Keyboard: the buttons, the speed list and the time slider are native controls; the arrow keys
 // step anywhere in the player, Home and End jump. A polite live region says the time and the
 // counts after each step, pause or switch (never on every frame of playing).
@@ -36,8 +39,11 @@
       const get = name => row[index[name]]
       const firstByte = get("first_byte"), sent = get("sent")
       const callStart = firstByte === null ? null : Math.max(sent ?? get("start"), firstByte - panel.call_ms)
+      const server = "accepted" in index
+        ? {accepted: get("accepted"), headRead: get("head_read"), written: get("written"), closed: get("server_closed")}
+        : null
       return {worker: get("worker"), start: get("start"), connected: get("connected") ?? get("start"),
-              callStart, firstByte, end: get("end"), closed: get("closed") ?? get("end"), ok: get("ok")}
+              callStart, firstByte, end: get("end"), closed: get("closed") ?? get("end"), ok: get("ok"), server}
     })
   }
 
@@ -56,6 +62,25 @@
     const most = Math.max(2, Math.floor(width / 70))
     for (const step of [25, 50, 100, 200, 250, 500, 1000, 2000, 5000]) if (span / step <= most) return step
     return 10000
+  }
+
+  // The server's moments on a request's bar, each once the clock has passed it (shapes, not only colours).
+  const MARKS = {
+    accepted: (x, y) => `M${x - 1},${y - 2}h2v${LANE + 4}h-2z`,
+    headRead: (x, y) => `M${x - 4},${y}h8l-4,6z`,
+    written: (x, y) => `M${x - 4},${y + LANE}h8l-4,-6z`,
+    closed: (x, y) => `M${x},${y + LANE / 2 - 4}l4,4l-4,4l-4,-4z`,
+  }
+  function serverMarks(svg, server, x, y, time) {
+    for (const [name, path] of Object.entries(MARKS)) {
+      const moment = server[name]
+      if (moment === null || moment === undefined || moment > time) continue
+      svg.append(svgElement("path", {class: `tp-mark tp-mark-${name}`, d: path(x(moment), y)}))
+    }
+  }
+
+  function serverTraced(panels) {
+    return panels.some(panel => panel.fields.includes("accepted"))
   }
 
   class Panel {
@@ -116,6 +141,7 @@
         bar(request.start, request.callStart, y, "tp-wait")
         bar(request.callStart, request.firstByte, y, "tp-call")
         bar(request.firstByte, request.closed, y, "tp-answer")
+        if (request.server) serverMarks(svg, request.server, x, y, time)
       }
       svg.append(svgElement("line", {class: "tp-now", x1: x(time), x2: x(time), y1: TOP - 2, y2: height - BOTTOM + 2}))
       this.chart.replaceChildren(svg)
@@ -173,11 +199,32 @@
       legend.innerHTML = '<span class="tp-key tp-key-wait"></span> waiting for the server ' +
         '<span class="tp-key tp-key-call"></span> in the call ' +
         '<span class="tp-key tp-key-answer"></span> answer read, connection closed'
+      const allPanels = this.pairs.flatMap(pair => pair.panels)
+      if (serverTraced(allPanels)) {
+        const keys = element("span", {class: "tp-server-keys"})
+        const shape = (name, words) => {
+          const key = svgElement("svg", {class: "tp-mark-key", width: 14, height: 20, viewBox: "-7 -3 14 20", "aria-hidden": "true"})
+          key.append(svgElement("path", {class: `tp-mark tp-mark-${name}`, d: MARKS[name](0, 0)}))
+          keys.append(key, ` ${words} `)
+        }
+        keys.append(" · the server's own system calls: ")
+        shape("accepted", "accepted")
+        shape("headRead", "read the request")
+        shape("written", "wrote the answer")
+        shape("closed", "closed")
+        legend.append(keys)
+      }
       const note = element("p", {class: "tp-note"},
         `One measured run: ${load.clients} clients, ${load.requests} requests, a ${ms(load.call_ms)} call per request, ` +
         "one lane per client, one bar per request. The times are the load client's own; the call is taken to be " +
         `the ${ms(load.call_ms)} before the answer's first byte, so "waiting" is the listen queue and any wait ` +
-        `after the accept together. Commit ${load.commit}, ${load.started_utc}. ` +
+        `after the accept together. ` +
+        (serverTraced(this.pairs.flatMap(pair => pair.panels))
+          ? "The marks on a bar are the server's own moments, its system calls traced with strace during the run " +
+            "(a traced server is slower at every call: these show order, not speed); its handler started after the " +
+            "read and finished at the write, which no system call shows. "
+          : "") +
+        `Commit ${load.commit}, ${load.started_utc}. ` +
         "Keys: the arrow keys step, Home and End jump to either end of the run.")
       this.live = element("p", {class: "tp-live", "aria-live": "polite", role: "status"})
       this.root.append(controls, this.panels, legend, note, this.live)

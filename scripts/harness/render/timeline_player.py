@@ -11,8 +11,11 @@ What the player calls "in the call" is inferred, not seen: every design in the s
 the simulated call (CALL_MS, the scenario's delay) and then writes its answer at once, so the
 call is taken to be the last delay before the first byte (never earlier than the request was
 sent). Everything between `connected` and the call's start is "waiting": in the kernel's listen
-queue or accepted but not yet served; the client cannot tell the two apart, and the servers keep
-no trace of their own (a trace in every file in servers/ would change what each one teaches).
+queue or accepted but not yet served. The client cannot tell the two apart; the server's own
+system calls can (system/syscall_trace.py, traced with strace during the run, no server file
+changed): where a request has them (entry["server"]), the player marks on its bar when the server
+accepted the connection, read the request, wrote the answer and closed. The handler's start and
+end are Python, not system calls: they lie between the read and the write, and are not drawn.
 
 Files: docs/_generated/timeline-player/<design>.md (one design, included by its page) and
 docs/_generated/timeline-player/pairs.md (the home page's pairs, both designs on one clock).
@@ -38,6 +41,8 @@ PAIRS = [
     ("A blocking sleep in the loop, or a timer", "selectors-blocking-sleep", "selectors-timer"),
 ]
 MOMENTS = ("start", "connected", "sent", "first_byte", "end", "closed")
+# The server's moments (entry["server"], system/syscall_trace.MOMENTS), as the player names them.
+SERVER_MOMENTS = {"accepted": "accepted", "head_read": "head_read", "written": "written", "closed": "server_closed"}
 CLOSED_NOTE = ("This design keeps a connection open when the client asks; the load client never does (it sends "
                "Connection: close), so here every request has a connection of its own.")
 NO_SCRIPT = "<p>The timeline player needs JavaScript; the comparison page draws the same runs as static plots.</p>"
@@ -57,14 +62,22 @@ def design_timeline(design: dict[str, Any], delay_s: float) -> dict[str, Any] | 
     entries = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
     if not playable(entries):
         return None
-    rows = [[entry["worker"], *(milliseconds(entry[moment]) for moment in MOMENTS), entry["result"] == "ok"]
+    traced = any("server" in entry for entry in entries)
+    rows = [[entry["worker"], *(milliseconds(entry[moment]) for moment in MOMENTS), entry["result"] == "ok",
+             *(server_moments(entry) if traced else [])]
             for entry in sorted(entries, key=lambda entry: entry["index"])]
     ends = [moment for row in rows for moment in row[1:7] if moment is not None]
     known = load_catalogue().designs.get(design["name"])
     return {"design": design["name"], "title": design["title"], "model": design["model"],
             "call_ms": milliseconds(delay_s), "clients": 1 + max(row[0] for row in rows),
-            "end_ms": max(ends), "fields": ["worker", *MOMENTS, "ok"], "requests": rows,
-            "note": CLOSED_NOTE if known is not None and known.keep_alive else ""}
+            "end_ms": max(ends), "fields": ["worker", *MOMENTS, "ok", *(SERVER_MOMENTS.values() if traced else [])],
+            "requests": rows, "note": CLOSED_NOTE if known is not None and known.keep_alive else ""}
+
+
+def server_moments(entry: dict[str, Any]) -> list[float | None]:
+    """The server's moments of one request in ms (None where its trace has none, or the request none at all)."""
+    server = entry.get("server") or {}
+    return [milliseconds(server.get(moment)) for moment in SERVER_MOMENTS]
 
 
 def player_div(data: dict[str, Any], label: str) -> str:

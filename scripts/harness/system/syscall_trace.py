@@ -290,6 +290,13 @@ class SyscallTrace:
         return connections(lines, self.processes)
 
 
+def _place(entry: dict[str, Any], connection: Connection, start: float) -> None:
+    """The connection's moments on the request's entry, in seconds from the client's start."""
+    entry["server"] = {name: None if getattr(connection, name) is None
+                       else round(getattr(connection, name) - start, 6) for name in MOMENTS}
+    entry["server"].update(process=connection.process, threads=connection.threads, processes=connection.processes)
+
+
 def add_to_timeline(run: dict[str, Any], found: list[Connection], command: list[str]) -> None:
     """Give each request of the run's timeline its connection's moments (seconds on the client's clock), matched by port.
 
@@ -300,21 +307,28 @@ def add_to_timeline(run: dict[str, Any], found: list[Connection], command: list[
     for connection in found:
         if connection.peer_port is not None:
             by_port.setdefault(connection.peer_port, []).append(connection)
-    matched = 0
+    matched = by_order = 0
+    if start is None:
+        timeline = None
     for entry in timeline or []:
         candidates = by_port.get(entry.get("local_port") or -1)
-        if not candidates or start is None:
-            continue
-        connection = candidates.pop(0)  # a port used twice in one run: in the order they were accepted
-        entry["server"] = {name: None if getattr(connection, name) is None
-                           else round(getattr(connection, name) - start, 6) for name in MOMENTS}
-        entry["server"].update(process=connection.process, threads=connection.threads,
-                               processes=connection.processes)
-        matched += 1
+        if candidates:
+            _place(entry, candidates.pop(0), start)  # a port used twice in one run: in the order they were accepted
+            matched += 1
+    # libuv (uvloop) accepts without asking for the peer's address, and nothing later asks for it: those
+    # connections are matched by order, the accept order against the order the client saw its connects complete.
+    unported = [connection for connection in found if connection.peer_port is None]
+    waiting = sorted((entry for entry in timeline or [] if "server" not in entry and entry.get("connected") is not None),
+                     key=lambda entry: entry["connected"])
+    for entry, connection in zip(waiting, unported):
+        _place(entry, connection, start)
+        by_order += 1
     run["server_trace"] = {
-        "command": command, "connections": len(found), "matched": matched,
+        "command": command, "connections": len(found), "matched": matched + by_order, "matched_by_order": by_order,
         "moments": list(MOMENTS),
         "note": ("the server's own system calls (strace -f): accepted, head read, first and last write, close, per "
                  "connection; the handler's start and end are not system calls (started: after the head read, "
-                 "finished: at the last write). strace slows every traced call: order, not rates"),
+                 "finished: at the last write). strace slows every traced call: order, not rates. A connection "
+                 "accepted without its peer's address (libuv) is matched by order: the listen queue is first in, "
+                 "first out, but two requests that connected in the same instant may be swapped"),
     }
