@@ -81,6 +81,12 @@ def test_the_servers_traced_moments_travel_with_each_request(tmp_path: Path) -> 
     assert panel["fields"] == ["worker", *MOMENTS, "ok", "accepted", "head_read", "written", "server_closed"]
     assert panel["requests"][0][-4:] == [1.2, 1.3, 100.1, 100.2]
     assert panel["requests"][1][-4:] == [None, None, None, None]  # a request without a traced connection
+    # a record with a traced run (runner.traced_run) plays that one: the measured run stays untraced
+    measured = record(["thread-per-connection"])
+    measured["designs"][0]["runs"][0]["traced"] = {"timeline": entries}
+    panel = player_data(timeline_player_files(measured, tmp_path, HEADER)[
+        tmp_path / "timeline-player" / "thread-per-connection.md"])["panels"][0]
+    assert panel["requests"][0][-4:] == [1.2, 1.3, 100.1, 100.2]
 
 
 def test_a_record_without_the_moments_gives_no_player(tmp_path: Path) -> None:

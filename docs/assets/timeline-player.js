@@ -220,9 +220,9 @@
         `the ${ms(load.call_ms)} before the answer's first byte, so "waiting" is the listen queue and any wait ` +
         `after the accept together. ` +
         (serverTraced(this.pairs.flatMap(pair => pair.panels))
-          ? "The marks on a bar are the server's own moments, its system calls traced with strace during the run " +
-            "(a traced server is slower at every call: these show order, not speed); its handler started after the " +
-            "read and finished at the write, which no system call shows. "
+          ? "Played here: a second run of the same load with the server's system calls traced (strace), its " +
+            "moments the marks on each bar. A traced server is slower at every call, so the tables below quote the " +
+            "untraced run; the handler started after the read and finished at the write, which no system call shows. "
           : "") +
         `Commit ${load.commit}, ${load.started_utc}. ` +
         "Keys: the arrow keys step, Home and End jump to either end of the run.")

@@ -12,8 +12,9 @@ the simulated call (CALL_MS, the scenario's delay) and then writes its answer at
 call is taken to be the last delay before the first byte (never earlier than the request was
 sent). Everything between `connected` and the call's start is "waiting": in the kernel's listen
 queue or accepted but not yet served. The client cannot tell the two apart; the server's own
-system calls can (system/syscall_trace.py, traced with strace during the run, no server file
-changed): where a request has them (entry["server"]), the player marks on its bar when the server
+system calls can (system/syscall_trace.py, strace attached for a second run of the same load,
+run["traced"], no server file changed): the player plays that run, and where a request has them
+(entry["server"]), it marks on its bar when the server
 accepted the connection, read the request, wrote the answer and closed. The handler's start and
 end are Python, not system calls: they lie between the read and the write, and are not drawn.
 
@@ -59,8 +60,11 @@ def playable(entries: list[dict[str, Any]] | None) -> bool:
 
 def design_timeline(design: dict[str, Any], delay_s: float) -> dict[str, Any] | None:
     """One design's run as the player reads it: one row per request, moments in ms from the run's start."""
-    entries = next((run.get("timeline") for run in design["runs"] if run.get("timeline")), None)
-    if not playable(entries):
+    # The traced run (the same load again, strace attached: runner.traced_run) when the record has one: its
+    # requests carry the server's moments. The measured run's numbers (tables, plots, questions) are untraced.
+    runs = [run.get("traced") or {} for run in design["runs"]] + design["runs"]
+    entries = next((run.get("timeline") for run in runs if playable(run.get("timeline"))), None)
+    if entries is None:
         return None
     traced = any("server" in entry for entry in entries)
     rows = [[entry["worker"], *(milliseconds(entry[moment]) for moment in MOMENTS), entry["result"] == "ok",

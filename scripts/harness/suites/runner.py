@@ -151,14 +151,11 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
                                                   pinning["load"]))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
-                with GroupSampler(server.process.pid) as sampler, contextlib.ExitStack() as tracing:
-                    # A timeline also shows the server's side: its system calls, traced for this run only.
-                    trace = (tracing.enter_context(syscall_trace.SyscallTrace(
-                        processes.group_pids(server.process.pid), workdir / "server.strace", pinning["server"]))
-                        if level_settings.timeline else None)
+                with GroupSampler(server.process.pid) as sampler:
                     run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
-                if trace is not None:
-                    syscall_trace.add_to_timeline(run, trace.connections(), trace.command)
+                if level_settings.timeline and not run.get("error") and server.alive():
+                    run["traced"] = traced_run(tool, url, concurrency, level_settings, workdir / "traced", pinning,
+                                               server.process.pid)
                 overflows_after = ports.time_wait_overflows()
                 run.setdefault("requests_requested", level_settings.requests)  # an adapter may know better
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
@@ -192,6 +189,23 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
     except (launcher.InterpreterMissingError, launcher.DatabaseMissingError,
             syscall_trace.TraceAttachError) as error:  # recorded; the run goes on
         outcome.fail(str(error))
+
+
+# What a traced run keeps: its timeline with the server's moments, and enough to see how much slower it was.
+TRACED_KEYS = ("timeline", "server_trace", "clock_start_unix_s", "complete", "failed", "requests_per_second",
+               "latency_ms", "duration_s", "error")
+
+
+def traced_run(tool: Any, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
+               pinning: dict[str, str | None], pgid: int) -> dict[str, Any]:
+    """The same load once more, the server's system calls traced (system/syscall_trace.py): the timeline player's run.
+
+    Apart from the measured run, because strace stops the server at every traced call: the record's rates and
+    latencies stay the untraced run's, and this run's own say how much slower tracing made it."""
+    with syscall_trace.SyscallTrace(processes.group_pids(pgid), workdir / "server.strace", pinning["server"]) as trace:
+        traced = tool.run(url, concurrency, settings, workdir, pinning["load"])
+    syscall_trace.add_to_timeline(traced, trace.connections(), trace.command)
+    return {key: traced.get(key) for key in TRACED_KEYS}
 
 
 def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
