@@ -162,6 +162,6 @@ def test_time_limit_at_lengthens_only_the_levels_it_names() -> None:
 
 
 def test_the_caption_names_the_longer_levels() -> None:
-    assert site.longer_levels_label({"time_limit_at": {"500": 2, "1000": 2}}) == " (2 s at 500 and 1,000)"
-    assert site.longer_levels_label({"time_limit_at": {"500": 2, "1000": 3}}) == " (2 s at 500; 3 s at 1,000)"
-    assert site.longer_levels_label({}) == ""
+    assert site.longer_levels_label(settings_of(time_limit_at={"500": 2, "1000": 2})) == " (2 s at 500 and 1,000)"
+    assert site.longer_levels_label(settings_of(time_limit_at={"500": 2, "1000": 3})) == " (2 s at 500; 3 s at 1,000)"
+    assert site.longer_levels_label(settings_of()) == ""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
+from harness.model.settings import ScenarioSettings
 
 RESULTS_DIR = REPO_ROOT / "results"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
@@ -51,6 +52,11 @@ def load_seconds(record: dict[str, Any]) -> float:
     """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
     outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
     return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
+
+
+def record_settings(record: dict[str, Any]) -> ScenarioSettings:
+    """A scenario record's settings, typed (a record of any age: see ScenarioSettings.from_record)."""
+    return ScenarioSettings.from_record(record["settings"])
 
 
 def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:

@@ -175,8 +175,10 @@ class ScenarioSettings:
 
     @classmethod
     def from_record(cls, settings: dict[str, Any]) -> ScenarioSettings:
-        """A record's stored settings, whatever its age: keys that are no longer settings are left out."""
-        return cls(**{key: value for key, value in settings.items() if key in SETTINGS})
+        """A record's stored settings, whatever its age: keys that are no longer settings are left out, and a
+        required setting the record lacks (written before it was one, or by another suite) reads None."""
+        unset = {name: None for name, setting in SETTINGS.items() if setting.required and name not in settings}
+        return cls(**unset, **{key: value for key, value in settings.items() if key in SETTINGS})
 
     @classmethod
     def for_tool(cls, time_limit: float, concurrency: int, **tool_settings: Any) -> ScenarioSettings:

@@ -1,7 +1,7 @@
 """Cells: a design's runs at one level, summarised; shared by the tables, the plots and the comparisons.
 
 A record's runs group into cells by level. The level is the concurrency, except
-in an open-loop rate sweep (settings["rate"] is a list), where every run has the
+in an open-loop rate sweep (its settings' `rate` is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
 rate of the run, run["rate"]. Runs that ended in an error belong to no cell.
 
@@ -19,6 +19,7 @@ import statistics
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
+from harness.model.records import record_settings
 from harness.model.settings import MIN_RUN_SECONDS
 from harness.model.stats import spread
 
@@ -29,7 +30,7 @@ SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exce
 
 
 def is_rate_sweep(record: dict[str, Any]) -> bool:
-    return isinstance(record["settings"].get("rate"), list)
+    return isinstance(record_settings(record).rate, list)
 
 
 def level_key(record: dict[str, Any]) -> str:
@@ -39,7 +40,7 @@ def level_key(record: dict[str, Any]) -> str:
 
 def levels(record: dict[str, Any]) -> list[float]:
     """The levels the scenario asked for, in its order."""
-    return record["settings"]["rate"] if is_rate_sweep(record) else record["settings"]["concurrency"]
+    return record_settings(record).rate if is_rate_sweep(record) else record_settings(record).concurrency
 
 
 def level_header(record: dict[str, Any]) -> str:
@@ -130,14 +131,13 @@ def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
 def _fixed_count_scenarios() -> frozenset[str]:
     """The scenarios today's catalogue declares fixed-count experiments (read once)."""
     return frozenset(scenario.id for scenario in load_catalogue().scenarios.values()
-                     if scenario.options.get("fixed_count"))
+                     if scenario.settings(quick=False).fixed_count)
 
 
 def fixed_count(record: dict[str, Any]) -> bool:
     """Whether the record's runs end at a request count by design, however short (an article's experiment)."""
-    if "fixed_count" in record["settings"]:
-        return bool(record["settings"]["fixed_count"])
-    return record["scenario"]["id"] in _fixed_count_scenarios()  # a record older than the key
+    written = record_settings(record).fixed_count
+    return bool(written) if written is not None else record["scenario"]["id"] in _fixed_count_scenarios()
 
 
 def short_run_warning(record: dict[str, Any], cell: dict[str, Any], every_column: bool = False) -> str:

@@ -24,6 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.model.records import record_settings
 from harness.render.cells import ceilings, cells_by_level, format_rate, rate_label, summarise_cell
 from harness.render.figures import Figure
 from harness.render.presentation import design_link, wide_table
@@ -85,10 +86,10 @@ def pool_wait_ms(cell: dict[str, Any] | None, key: str) -> str:
 
 def footer(record: dict[str, Any]) -> str:
     """Where the numbers come from: the record, its commit, the database's version, the runs."""
-    settings = record["settings"]
+    settings = record_settings(record)
     environment = record.get("environment", {})
     postgres = next((part for part in record.get("database_command", []) if part.endswith("/postgres")), "PostgreSQL")
-    return (f"Median of {settings['repeat']} run(s) per cell, wrk for {settings['time_limit']:g} s, server pinned to "
+    return (f"Median of {settings.repeat} run(s) per cell, wrk for {settings.time_limit:g} s, server pinned to "
             f"one CPU and wrk to the other; PostgreSQL `{postgres}` with the settings the record keeps "
             f"(`database_command`); commit `{str(environment.get('commit', '?'))[:10]}`, "
             f"{record['mode']} run. Raw record: `results/{record['scenario']['id']}.json`.\n")
@@ -104,7 +105,7 @@ def real_vs_simulated(record: dict[str, Any] | None) -> str:
              "p99 ms real / simulated |"), "|---|---|---|---|---|---|"]
     for real in (name for name in names if name in SIMULATED_TWIN):
         twin = SIMULATED_TWIN[real]
-        for clients in record["settings"]["concurrency"]:
+        for clients in record_settings(record).concurrency:
             real_cell, twin_cell = found.get((real, clients)), found.get((twin, clients))
             if real_cell is None or twin_cell is None:
                 rows.append(f"| {design_link(real)} | {design_link(twin)} | {clients} | not measured | – | – |")
@@ -137,13 +138,13 @@ def queries_table(records: dict[str, dict[str, Any]]) -> str:
     for name in names:
         row = [design_link(name)]
         for scenario, record in present.items():
-            clients = record["settings"]["concurrency"][0]
+            clients = record_settings(record).concurrency[0]
             cell = found[scenario].get((name, clients))
             row += ([rate_label(cell, record=record), latency(cell, "p99"), pool_wait_ms(cell, "p99")] if cell
                     else ["not measured", "–", "–"])
         rows.append("| " + " | ".join(row) + " |")
     first = next(iter(present.values()))
-    work = (f"{first['settings']['concurrency'][0]} clients. Work per request: read and parse the request head; one "
+    work = (f"{record_settings(first).concurrency[0]} clients. Work per request: read and parse the request head; one "
             "`SELECT id, randomnumber FROM world WHERE id = $1` (single) or twenty of them one after the other "
             "(multiple) on one connection, random ids from 1 to 10,000; answer the same 133-byte page, the rows in a "
             "header, and close. Pool wait: the time the request waited for a free connection (the header "
@@ -161,12 +162,12 @@ def pool_table(records: dict[str, dict[str, Any]]) -> str:
             "|---|---|---|---|---|---|"]
     for size, record in present.items():
         found = cells(record)
-        for clients in record["settings"]["concurrency"]:
+        for clients in record_settings(record).concurrency:
             cell = found.get((record["designs"][0]["name"], clients))
             if cell is None:
                 rows.append(f"| {size} | {clients} | not measured | – | – | – |")
                 continue
-            cap = size / record["settings"]["delay"]
+            cap = size / record_settings(record).delay
             rows.append(f"| {size} | {clients} | {rate_label(cell, record=record)} | {format_rate(cap)} | "
                         f"{latency(cell, 'p50')} / {latency(cell, 'p99')} | "
                         f"{pool_wait_ms(cell, 'p50')} / {pool_wait_ms(cell, 'p99')} |")
@@ -192,7 +193,7 @@ def verdict(record: dict[str, Any] | None, rerun: dict[str, Any] | None = None) 
     if record is None:
         return f"*Not measured yet: `python scripts/bench.py run --scenario {SLEEP_SCENARIO}`.*\n", ""
     found = cells(record)
-    clients = max(record["settings"]["concurrency"])
+    clients = max(record_settings(record).concurrency)
     truthful: dict[str, list[bool]] = {bound: [] for bound in BOUND_PHRASES}  # per bound: each design's yes or no
     rows = ["| Real call | Its waits bounded by | Req/s real / simulated twin | Real ÷ simulated |",
             "|---|---|---|---|"]
@@ -214,8 +215,8 @@ def verdict(record: dict[str, Any] | None, rerun: dict[str, Any] | None = None) 
     sentence = (f"**Did the simulated call tell the truth?** At {clients} clients, counting a real call within "
                 f"{1 - TRUTHFUL_SHARE:.0%} of its simulated twin's rate as the truth: " + "; ".join(answers) + ".")
     caption = (f"*{clients} clients, each request one 100 ms wait: PostgreSQL's `pg_sleep(0.1)` through the design's "
-               f"driver, or the twin's own sleep. Median of {record['settings']['repeat']} runs of "
-               f"{record['settings']['time_limit']:g} s (`results/{SLEEP_SCENARIO}.json`, "
+               f"driver, or the twin's own sleep. Median of {record_settings(record).repeat} runs of "
+               f"{record_settings(record).time_limit:g} s (`results/{SLEEP_SCENARIO}.json`, "
                f"{record['started_utc'][:10]}); the whole table, at every client count, is on "
                "[the database page](/database.md#the-measurement)."
                + (" ⚠ second run: the run straight after this one, of the same commit, put the median outside the "

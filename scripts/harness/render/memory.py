@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from harness.model.records import record_settings
 from harness.render.cells import cells_by_level, is_rate_sweep
 from harness.render.presentation import design_link
 
@@ -78,19 +79,19 @@ def is_sweep(record: dict[str, Any]) -> bool:
 
 def is_single_level(record: dict[str, Any]) -> bool:
     """One concurrency level with peak RSS: no slope of its own, but it may extend a sweep."""
-    return (not is_rate_sweep(record) and len(record["settings"]["concurrency"]) == 1
-            and not record["settings"].get("sizes")  # a sizing sweep's cells differ by count, not by level
+    return (not is_rate_sweep(record) and len(record_settings(record).concurrency) == 1
+            and not record_settings(record).sizes  # a sizing sweep's cells differ by count, not by level
             and any(peak_memory_by_level(design) for design in record["designs"]))
 
 
 def mismatches(sweep: dict[str, Any], extra: dict[str, Any]) -> list[str]:
     """Why `extra`'s levels may not join `sweep`'s line: each way they were not measured alike."""
     reasons = []
-    if sweep["settings"]["delay"] != extra["settings"]["delay"]:
-        reasons.append(f"a {extra['settings']['delay']:g} s call there, {sweep['settings']['delay']:g} s here")
-    if sweep["settings"]["keep_alive"] != extra["settings"]["keep_alive"]:
-        reasons.append(f"keep-alive {'on' if extra['settings']['keep_alive'] else 'off'} there, "
-                       f"{'on' if sweep['settings']['keep_alive'] else 'off'} here")
+    if record_settings(sweep).delay != record_settings(extra).delay:
+        reasons.append(f"a {record_settings(extra).delay:g} s call there, {record_settings(sweep).delay:g} s here")
+    if record_settings(sweep).keep_alive != record_settings(extra).keep_alive:
+        reasons.append(f"keep-alive {'on' if record_settings(extra).keep_alive else 'off'} there, "
+                       f"{'on' if record_settings(sweep).keep_alive else 'off'} here")
     if memory_metric(sweep) != memory_metric(extra):
         reasons.append(f"memory as {METRIC_NAMES[memory_metric(extra)]} there, {METRIC_NAMES[memory_metric(sweep)]} "
                        "here")
@@ -147,15 +148,15 @@ def _row(line: MemoryLine, sweep_id: str) -> str:
 
 def _connections_note(record: dict[str, Any]) -> str:
     """What the level means in open connections, for this record's tool and settings."""
-    settings, tool = record["settings"], record["scenario"]["tool"]
+    settings, tool = record_settings(record), record["scenario"]["tool"]
     if tool == "echo-client":
         return (f"echo-client opens all c connections at once and each stays open until its one line is answered "
-                f"after the {settings['delay']:g} s call, so up to c are open together.")
-    if settings["keep_alive"]:
+                f"after the {settings.delay:g} s call, so up to c are open together.")
+    if settings.keep_alive:
         return f"{tool} keeps each of its c connections open for the whole run: c is the number of open connections."
-    if settings["delay"]:
+    if settings.delay:
         return (f"Keep-alive is off: each answer closes its connection and the {tool} client opens the next at "
-                f"once. With a {settings['delay']:g} s call a connection is open for nearly all of each request, "
+                f"once. With a {settings.delay:g} s call a connection is open for nearly all of each request, "
                 "so the server holds about c connections at a time.")
     return ("Keep-alive is off and there is no call to wait for: connections are short, and c is only an upper "
             "bound on the connections open at a time.")
@@ -201,7 +202,7 @@ def _join_decisions(sweep: dict[str, Any], singles: list[dict[str, Any]]) -> tup
         shared = [design["name"] for design in extra["designs"] if design["name"] in names]
         if extra["scenario"]["tool"] != sweep["scenario"]["tool"] or not shared:
             continue  # another tool counts connections differently; no design in common joins nothing
-        level = f"`{extra['scenario']['id']}` (c={extra['settings']['concurrency'][0]:,})"
+        level = f"`{extra['scenario']['id']}` (c={record_settings(extra).concurrency[0]:,})"
         reasons = mismatches(sweep, extra)
         if reasons:
             decisions.append(f"{level} is not combined: {'; '.join(reasons)}.")

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.model.records import MULTI_PROCESS_DIR_NAME, RESULTS_DIR, SCHEMA_VERSION
+from harness.model.records import MULTI_PROCESS_DIR_NAME, RESULTS_DIR, SCHEMA_VERSION, record_settings
 from harness.render.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians, spread_warning
 from harness.render.presentation import design_link, wide_table
 
@@ -279,7 +279,7 @@ def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
             lines.append(f"| {design_link(key[0], titles.get(key[0]))} | {flagged_median(alone)} | "
                          f"{flagged_median(both)} | **{both['median'] / alone['median']:.2f}** |")
     pinning_two = two["environment"]["pinning"]
-    lines += ["", f"*Medians of {one['settings']['repeat']} runs each (⚠: their range was over "
+    lines += ["", f"*Medians of {record_settings(one).repeat} runs each (⚠: their range was over "
               f"{SPREAD_FLAG:.0%} of the median), from `results/{one['scenario']['id']}.json` and "
               f"`results/{two['scenario']['id']}.json`. On two CPUs the server may use CPUs {pinning_two['server_cpu']} "
               f"and the load tool runs on CPU {pinning_two['load_tool_cpu']}, so the ceiling is below 2.*"]

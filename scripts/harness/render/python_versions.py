@@ -14,8 +14,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.model.records import record_settings
 from harness.model.stats import interval_name
-from harness.render.cells import cells_by_level, ceilings, format_rate, rate_flags, summarise_cell
+from harness.render.cells import ceilings, cells_by_level, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_colour, design_link
 
 RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
@@ -68,8 +69,8 @@ def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
     names = list(versions)
     oldest = release(names[0], versions[names[0]])
     first = next(iter(versions.values()))
-    settings, environment = first["settings"], first["environment"]
-    lines = [f"| CPython | design | requests/s, median ({interval_name(settings['repeat'])}) | / {oldest} |",
+    settings, environment = record_settings(first), first["environment"]
+    lines = [f"| CPython | design | requests/s, median ({interval_name(settings.repeat)}) | / {oldest} |",
              "|---|---|--:|--:|"]
     for design, per_version in cells(versions).items():
         base = per_version.get(names[0])
@@ -83,8 +84,8 @@ def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
                      f"{format_rate(rate['interval_high'])}){rate_flags(cell, ceiling, record=versions[version])}")
             ratio = f"{rate['median'] / base[0]['rate']['median']:.2f}" if base else "–"
             lines.append(f"| {release(version, versions[version])} | {design_link(design)} | {label} | {ratio} |")
-    window = settings["time_limit"]
-    lines += ["", f"*{WORKLOADS[workload]}; {settings['repeat']} runs of {window:g} s per cell, {how_measured(versions)}; "
+    window = settings.time_limit
+    lines += ["", f"*{WORKLOADS[workload]}; {settings.repeat} runs of {window:g} s per cell, {how_measured(versions)}; "
               f"records `results/python-<version>-{workload}.json`, commit `{environment['commit'][:10]}`"
               f"{' (with uncommitted changes)' if environment.get('dirty') else ''}, {first['started_utc']} to "
               f"{first['finished_utc']}; {environment['cpu_model']} (server on CPU "

@@ -28,7 +28,8 @@ from harness.model.catalogue import load_catalogue
 from harness.model.disclosed_settings import load_real_servers
 from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, load_records, load_seconds, rerun_dir, wall_seconds
+from harness.model.records import RESULTS_DIR, load_records, load_seconds, record_settings, rerun_dir, wall_seconds
+from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (
     free_threaded,
@@ -152,7 +153,7 @@ def _mean_mode(row: Row) -> str:
 def _completed(row: Row) -> str:
     # Each run records the limit it ran under: a blocking design may have had a shorter one.
     limits = {run.get("time_limit") for run in row.cell["runs"]} - {None}
-    limit = max(limits) if limits else row.record["settings"].get("time_limit")
+    limit = max(limits) if limits else record_settings(row.record).time_limit
     return completed_label(row.cell, limit, row.record["scenario"]["tool"] == "wrk")
 
 
@@ -171,23 +172,23 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     the full table behind the "details" toggle under it (the median's interval, p90 and max, mean / mode,
     completed).
     """
-    settings, published = record["settings"], record["scenario"].get("published", {})
+    settings, published = record_settings(record), record["scenario"].get("published", {})
     metric = published.get("metric", "requests_per_second")
     chosen: list[tuple[str, Any]] = []
     if len(levels(record)) > 1:
         chosen.append((level_header(record), lambda row: format_level(row.record, row.level)))
-    chosen.append((f"Requests/s, median ({interval_name(settings['repeat'])})" if every_column else "Req/s",
+    chosen.append((f"Requests/s, median ({interval_name(settings.repeat)})" if every_column else "Req/s",
                    lambda row: rate_label(row.cell, row.ceiling, every_column, row.record)))
     if metric == "duration_s":
         chosen.append(("Total time, s, median (min–max)", _duration) if every_column else ("Total s", _duration_median))
-    if settings.get("relative_to"):
-        chosen.append((f"% of {settings['relative_to']}", _relative))
-    if settings.get("cpu_per_request"):
+    if settings.relative_to:
+        chosen.append((f"% of {settings.relative_to}", _relative))
+    if settings.cpu_per_request:
         chosen.append(("Server CPU µs per request, median" if every_column else "CPU µs / request", _cpu_per_request))
     if published:
         chosen.append((f"Article, {METRIC_LABELS.get(metric, metric)}",
                        lambda row: published_figure(row.record, row.design, row.level)))
-    batch = settings.get("pipeline_depth") or 1  # a pipelined run is timed per batch (clients/tools/wrk.py)
+    batch = settings.pipeline_depth or 1  # a pipelined run is timed per batch (clients/tools/wrk.py)
     per = f", per batch of {batch}" if batch > 1 else ""
     if every_column:
         chosen.append((f"Latency p50 / p90 / p99 / max (ms{per})", _percentiles))
@@ -206,7 +207,7 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
 
 def reference_medians(record: dict[str, Any]) -> dict[float, float]:
     """Median requests/s of the `relative_to` design, by level."""
-    name = record["settings"].get("relative_to")
+    name = record_settings(record).relative_to
     return {level: median for (design, level), median in rate_medians(record).items() if design == name}
 
 
@@ -262,9 +263,9 @@ def cpu_list(cpus: str) -> str:
     return f"CPUs {cpus} (every CPU, shared with the load tool)" if "," in cpus else f"CPU {cpus}"
 
 
-def work_label(settings: dict[str, Any]) -> str:
+def work_label(settings: ScenarioSettings) -> str:
     """', 75,000 iterations of pure-Python work per request' when the scenario sets `work`."""
-    return f", {settings['work']:,} iterations of pure-Python work per request" if settings.get("work") else ""
+    return f", {settings.work:,} iterations of pure-Python work per request" if settings.work else ""
 
 
 # Commit 902d5b4 made nginx and the ASGI/WSGI apps skip the simulated call at 0 s, as the Python designs
@@ -274,11 +275,11 @@ EQUAL_WORK_SINCE = "2026-11-25T17:57:26Z"
 
 def work_per_request(record: dict[str, Any]) -> str:
     """The work every server in the table does for each request: the same for all (tests/test_equal_work.py)."""
-    settings = record["settings"]
+    settings = record_settings(record)
     if record["scenario"]["tool"] == "echo-client":
         return "Work per request, the same for every server: read a line, echo it back."
-    if settings["delay"]:
-        call = (f"wait {settings['delay']:g} s for the simulated call (a timer, a sleep or a blocked worker, as the "
+    if settings.delay:
+        call = (f"wait {settings.delay:g} s for the simulated call (a timer, a sleep or a blocked worker, as the "
                 "design's model does it)")
     elif record.get("started_utc", "") >= EQUAL_WORK_SINCE:
         call = ("no simulated call (no server sets a timer or sleeps: nginx and the apps skip it at 0 s, as the "
@@ -287,16 +288,16 @@ def work_per_request(record: dict[str, Any]) -> str:
         call = ("no simulated call for the Python designs; ⚠ in this record nginx still set a 0 s timer and made an "
                 "internal redirect per request, and the ASGI and WSGI apps slept 0 s, more work than the Python "
                 "designs did (measured before commit 902d5b4 made them skip it)")
-    work = f", compute {settings['work']:,} iterations of pure Python" if settings.get("work") else ""
-    connection = "keep the connection for the next request" if settings["keep_alive"] else "close the connection"
+    work = f", compute {settings.work:,} iterations of pure Python" if settings.work else ""
+    connection = "keep the connection for the next request" if settings.keep_alive else "close the connection"
     return (f"Work per request, the same for every server: read and parse the request head, {call}{work}, answer "
             f"with the same 133-byte page, {connection}.")
 
 
-def longer_levels_label(settings: dict[str, Any]) -> str:
+def longer_levels_label(settings: ScenarioSettings) -> str:
     """' (2 s at 500 and 1,000)' for a scenario whose `time_limit_at` lengthens some levels."""
     by_seconds: dict[float, list[str]] = {}
-    for level, seconds in (settings.get("time_limit_at") or {}).items():
+    for level, seconds in (settings.time_limit_at or {}).items():
         by_seconds.setdefault(seconds, []).append(f"{int(level):,}")
     parts = [f"{seconds:g} s at {' and '.join(levels)}" for seconds, levels in by_seconds.items()]
     return f" ({'; '.join(parts)})" if parts else ""
@@ -304,30 +305,30 @@ def longer_levels_label(settings: dict[str, Any]) -> str:
 
 def designs_python(record: dict[str, Any]) -> str:
     """The CPython release the designs ran on, as the interpreter reported it ("3.12.1"), or the version asked for."""
-    return (record.get("interpreter") or {}).get("version") or record["settings"]["python"]
+    return (record.get("interpreter") or {}).get("version") or record_settings(record).python or ""
 
 
 def caption(record: dict[str, Any]) -> str:
     """How the numbers were made, in one paragraph under each table."""
-    settings, environment = record["settings"], record["environment"]
+    settings, environment = record_settings(record), record["environment"]
     pinning = environment["pinning"]
     pinned = (f"server pinned to {cpu_list(pinning['server_cpu'])}, load tool to CPU {pinning['load_tool_cpu']} (taskset)"
               if pinning["server_cpu"] is not None else "no CPU pinning")
     tools = ", ".join(environment["tools"].values())
     longer = longer_levels_label(settings)
-    limit = f", stopping after {settings['time_limit']:g} s{longer}" if settings.get("time_limit") else ""
-    amount = f"{settings['requests']:,} requests"
+    limit = f", stopping after {settings.time_limit:g} s{longer}" if settings.time_limit else ""
+    amount = f"{settings.requests:,} requests"
     if record["scenario"]["tool"] == "wrk":  # wrk runs for a duration; it has no request count
-        amount, limit = f"{settings['time_limit']:g} s of requests{longer}", ""
-    load = "at concurrency " + ", ".join(str(c) for c in settings["concurrency"])
-    if settings.get("warm_up"):
-        load += f" (after {settings['warm_up']:g} s of the same load, not counted)"
+        amount, limit = f"{settings.time_limit:g} s of requests{longer}", ""
+    load = "at concurrency " + ", ".join(str(c) for c in settings.concurrency)
+    if settings.warm_up:
+        load += f" (after {settings.warm_up:g} s of the same load, not counted)"
     if is_rate_sweep(record):
-        scheduled = settings.get("schedule_seconds")
+        scheduled = settings.schedule_seconds
         amount = (f"{scheduled:g} s of scheduled requests" if scheduled else amount) + " per rate"
-        load = (f"in open loop at {', '.join(f'{rate:g}' for rate in settings['rate'])} requests/s offered, "
-                f"at most {settings['concurrency'][0]:,} in flight")
-    batch = settings.get("pipeline_depth") or 1
+        load = (f"in open loop at {', '.join(f'{rate:g}' for rate in settings.rate)} requests/s offered, "
+                f"at most {settings.concurrency[0]:,} in flight")
+    batch = settings.pipeline_depth or 1
     if batch > 1:
         load += (f", {batch} requests written at once on each connection; latency per batch, from its write to its "
                  "last answer (wrk's correction for coordinated omission, made per request, undone)")
@@ -335,13 +336,13 @@ def caption(record: dict[str, Any]) -> str:
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
     return (f"{work_per_request(record)} "
-            f"Median of {settings['repeat']} repetition(s) per design ({interval_name(settings['repeat'])} in brackets "
+            f"Median of {settings.repeat} repetition(s) per design ({interval_name(settings.repeat)} in brackets "
             f"under \"Every column\"); "
             f"{record['scenario']['tool']} with {amount} {load}{limit}, "
-            f"{settings['delay']:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings['keep_alive'] else 'off'}; "
+            f"{settings.delay:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings.keep_alive else 'off'}; "
             f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
             f"Linux {environment['kernel']}, Python {environment['python']}"
-            f"{' (harness; the designs ran on CPython ' + designs_python(record) + ')' if settings.get('python') else ''}, {tools}; "
+            f"{' (harness; the designs ran on CPython ' + designs_python(record) + ')' if settings.python else ''}, {tools}; "
             f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
             f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
 
@@ -357,7 +358,7 @@ def table_head(record: dict[str, Any], with_name: bool, every_column: bool = Fal
 # allows exactly these tables to be wider than the content column).
 def every_column_toggle(record: dict[str, Any]) -> str:
     """The toggle that opens the full table, naming what it adds."""
-    return (f'??? info {WIDE_TABLE_CLASS} "Every column: {interval_name(record["settings"]["repeat"])}, p90 and max '
+    return (f'??? info {WIDE_TABLE_CLASS} "Every column: {interval_name(record_settings(record).repeat)}, p90 and max '
             'latency, completed requests, model"\n\n')
 
 
@@ -408,7 +409,7 @@ def environment_table(records: dict[str, dict[str, Any]]) -> str:
                   if pinning["server_cpu"] is not None else "none")
         dirty = " (uncommitted changes)" if environment.get("dirty") else ""
         lines.append(
-            f"| `{scenario_id}` | {record['mode']}, {record['settings']['repeat']}× | {environment['cpu_model']}, "
+            f"| `{scenario_id}` | {record['mode']}, {record_settings(record).repeat}× | {environment['cpu_model']}, "
             f"{environment['cpu_count']} CPUs, {environment['memory_gib']} GiB, {environment['runner']} | {pinned} | "
             f"{environment['kernel']} / {environment['python']} | {', '.join(environment['tools'].values())} | "
             f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} | "

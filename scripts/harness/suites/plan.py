@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import Catalogue, Design, Scenario, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, results_path, wall_seconds
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, record_settings, results_path, wall_seconds
 from harness.model.settings import ScenarioSettings
 
 CELL_OVERHEAD_SECONDS = 1.0  # starting, verifying and priming a design, and the tool's own start
@@ -105,8 +105,7 @@ def past_speed(catalogue: Catalogue, results_dir: Path, scenario_id: str) -> flo
         record = json.loads(results_path(scenario_id, results_dir).read_text(encoding="utf-8"))
         wall = wall_seconds(record)
         designs = [catalogue.design(design["name"]) for design in record["designs"]]
-        planned = sum(plan_cells(ScenarioSettings.from_record(record["settings"]), designs,
-                                 with_ceiling=bool(record.get("ceiling"))))
+        planned = sum(plan_cells(record_settings(record), designs, with_ceiling=bool(record.get("ceiling"))))
     except (OSError, ValueError, KeyError, TypeError, UnknownNameError):
         return 1.0
     return wall / planned if planned > 0 and wall > 0 else 1.0
