@@ -23,6 +23,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from harness.model.records import record_settings
 from harness.render.cells import format_rate, summarise_cell
 from harness.render.presentation import design_link
 
@@ -55,8 +56,8 @@ def verdict_page(records: dict[str, dict[str, Any]]) -> str:
                 f"`{OFF_SCENARIO}`) measures them on your machine.*\n")
     on, off = records[ON_SCENARIO], records[OFF_SCENARIO]
     on_rates, off_rates = median_rates(on), median_rates(off)
-    one_way_s = off["settings"]["network_delay_ms"] / 1000
-    clients = off["settings"]["concurrency"][0]
+    one_way_s = record_settings(off).network_delay_ms / 1000
+    clients = record_settings(off).concurrency[0]
     lines = ["| Design | Keep-alive on, req/s | Keep-alive off, req/s | On ÷ off | Article, req/s |",
              "|---|---|---|---|---|"]
     gains = []

@@ -18,6 +18,7 @@ from typing import Any
 
 import matplotlib
 
+from harness.model.records import record_settings
 from harness.render.cells import is_rate_sweep
 from harness.render.presentation import design_colour, design_marker, design_style
 
@@ -128,14 +129,14 @@ def memory_plot(record: dict[str, Any]) -> str:
 def open_loop_latency_figure(record: dict[str, Any]) -> Any:
     """p50 and p99 latency (from the scheduled start) against offered rate, one line per design."""
     figure, panels = plt.subplots(1, 2, figsize=(9, 4.2), sharey=True)
-    rates = sorted(record["settings"]["rate"])
+    rates = sorted(record_settings(record).rate)
     for panel, statistic in zip(panels, ("p50", "p99")):
         for design in record["designs"]:
             levels, values = _series(design, lambda run: (run.get("latency_ms") or {}).get(statistic), "rate")
             if levels:
                 panel.plot(levels, values, markersize=4, **design_style(design["name"]))
         # The floor: no request can be answered faster than the simulated call it waits for.
-        panel.axhline(record["settings"]["delay"] * 1000, color="#9e9e9e", linestyle=":", linewidth=1,
+        panel.axhline(record_settings(record).delay * 1000, color="#9e9e9e", linestyle=":", linewidth=1,
                       label="simulated call")
         panel.set_xscale("log")
         panel.set_yscale("log")
@@ -188,15 +189,15 @@ def scenario_plots(record: dict[str, Any]) -> dict[str, str]:
     """File name -> SVG for every plot a record supports."""
     plots: dict[str, str] = {}
     scenario_id = record["scenario"]["id"]
-    if len(record["settings"]["concurrency"]) > 1:
+    if len(record_settings(record).concurrency) > 1:
         plots[f"{scenario_id}-throughput.svg"] = throughput_plot(record)
         plots[f"{scenario_id}-latency.svg"] = latency_plot(record)
         plots[f"{scenario_id}-memory.svg"] = memory_plot(record)
     if is_rate_sweep(record):
         plots[f"{scenario_id}-open-loop-latency.svg"] = open_loop_latency_plot(record)
     for design in record["designs"]:
-        svg = timeline_plot(design, f"{design['name']}: {record['settings']['concurrency'][0]} clients, "
-                                    f"{record['settings']['delay']:g} s call")
+        svg = timeline_plot(design, f"{design['name']}: {record_settings(record).concurrency[0]} clients, "
+                                    f"{record_settings(record).delay:g} s call")
         if svg is not None:
             plots[f"{scenario_id}-timeline-{design['name']}.svg"] = svg
     return plots

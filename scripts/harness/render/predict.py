@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.render.cells import cells_by_level, ceilings, format_rate, is_rate_sweep, rate_flags, summarise_cell
+from harness.model.records import record_settings
+from harness.render.cells import ceilings, cells_by_level, format_rate, is_rate_sweep, rate_flags, summarise_cell
 
 # (scenario, clients): the cells a question may come from, the most telling first. Ten clients and a
 # 100 ms call is the articles' own example; fifty and a hundred show a pool's cap; the thousands, a
@@ -45,11 +46,11 @@ def _cell(record: dict[str, Any], name: str, clients: int) -> dict[str, Any] | N
 
 def _load(record: dict[str, Any], clients: int) -> str:
     """'10 clients, each request waiting on a 100 ms call, a new connection per request'."""
-    delay = record["settings"]["delay"]
+    delay = record_settings(record).delay
     if record["scenario"]["tool"] == "echo-client":
         return f"{clients:,} clients, each sending one line that the server sends back after a {delay * 1000:g} ms wait"
     call = f"each request waiting on a {delay * 1000:g} ms call" if delay else "no call to wait for (hello world)"
-    connection = "kept-alive connections" if record["settings"]["keep_alive"] else "a new connection per request"
+    connection = "kept-alive connections" if record_settings(record).keep_alive else "a new connection per request"
     return f"{clients:,} clients, {call}, {connection}"
 
 
@@ -79,7 +80,7 @@ def question(record: dict[str, Any], name: str, clients: int) -> str | None:
     cell = _cell(record, name, clients)
     if cell is None:
         return None
-    delay = record["settings"]["delay"]
+    delay = record_settings(record).delay
     ceiling = ceilings(record).get(clients)
     if not delay and not ceiling:
         return None  # no call and no ceiling: nothing to read the number against

@@ -23,11 +23,14 @@ machine apart from a design that varies.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from harness.model.records import record_settings
+from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name
 from harness.render.cells import (
     ceilings,
@@ -109,11 +112,12 @@ def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
     if machines[0] != machines[1]:
         reasons.append("different machines: " + " and ".join(f"{model}, {count} CPUs" for model, count in machines))
     reasons += not_a_repeat_pair(first, second)
-    keys = sorted((first["settings"].keys() | second["settings"].keys()) - {"repeat"})
-    changed = [key for key in keys if first["settings"].get(key) != second["settings"].get(key)]
+    one, other = record_settings(first), record_settings(second)
+    changed = sorted(setting.name for setting in dataclasses.fields(ScenarioSettings)
+                     if setting.name != "repeat" and getattr(one, setting.name) != getattr(other, setting.name))
     if changed:
         reasons.append("different settings: " + ", ".join(
-            f"{key} {first['settings'].get(key)} then {second['settings'].get(key)}" for key in changed))
+            f"{key} {getattr(one, key)} then {getattr(other, key)}" for key in changed))
     return reasons
 
 
@@ -266,7 +270,7 @@ def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[st
     strays = [cell for cell in cells if not (intervals[(cell.design, cell.level)]["interval_low"] <= (cell.second or 0.0)
                                              <= intervals[(cell.design, cell.level)]["interval_high"])]
     widths = [intervals[(cell.design, cell.level)]["relative_interval"] for cell in cells]
-    landing = (f"Run A's medians are known to within their {interval_name(first['settings']['repeat'])}s (under "
+    landing = (f"Run A's medians are known to within their {interval_name(record_settings(first).repeat)}s (under "
                f"\"Every column\"), {min(widths):.0%} to {max(widths):.0%} of the median wide; run B's median lies "
                f"inside A's for {len(cells) - len(strays)} of {len(cells)} servers"
                + (": not " + ", ".join(f"`{cell.design}`" for cell in strays) if strays else ""))

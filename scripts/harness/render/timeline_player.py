@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
+from harness.model.records import record_settings
 
 SCENARIO_ID = "timeline"
 SUBDIR = "timeline-player"
@@ -95,9 +96,9 @@ def timeline_player_files(record: dict[str, Any] | None, generated_dir: Path, he
     """Every design's player snippet and the pairs' snippet; nothing when the record has no moments."""
     if record is None:
         return {}
-    delay_s = float(record["settings"]["delay"])
-    clients = record["settings"]["concurrency"][0]
-    load = {"clients": clients, "requests": record["settings"]["requests"], "call_ms": milliseconds(delay_s),
+    delay_s = float(record_settings(record).delay)
+    clients = record_settings(record).concurrency[0]
+    load = {"clients": clients, "requests": record_settings(record).requests, "call_ms": milliseconds(delay_s),
             "commit": (record["environment"].get("commit") or "")[:10], "started_utc": record["started_utc"]}
     timelines = {design["name"]: timeline for design in record["designs"]
                  if design.get("status") == "ok" and (timeline := design_timeline(design, delay_s))}
