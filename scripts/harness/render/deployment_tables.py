@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.model.hostile_settings import HostileSettings
+from harness.model.records import record_settings
 from harness.render.cells import cells_by_level, summarise_cell
 from harness.render.presentation import design_link, wide_table
 
@@ -200,12 +202,12 @@ def slow_clients_table(hostile: dict[str, Any] | None) -> str:
         for case_id in SLOW_CASES:
             rows.append(f"| {design_link(name)} | {titles.get(case_id, case_id)} | {probe_cell(cases[0].get(case_id))} "
                         f"| {probe_cell(cases[1].get(case_id))} |")
-    settings = hostile["settings"]
+    settings = HostileSettings.from_record(hostile["settings"])
     note = (f"\nThe hostile suite's cases ([what a real server must survive](survive.md)): slowloris is "
-            f"{settings['slowloris_connections']} connections trickling a header line every 0.5 s; a stalled body "
+            f"{settings.slowloris_connections} connections trickling a header line every 0.5 s; a stalled body "
             f"announces 100,000 bytes and sends 10; a slow reader asks for 1 MiB and reads 1 KiB. The probe is a "
-            f"separate client asking for the page {settings['probe_at']:g} s into the case, given "
-            f"{settings['probe_timeout']:g} s; each design answers after a {settings['delay'] * 1000:g} ms call. "
+            f"separate client asking for the page {settings.probe_at:g} s into the case, given "
+            f"{settings.probe_timeout:g} s; each design answers after a {settings.delay * 1000:g} ms call. "
             f"Behind nginx: `servers/nginx_reverse_proxy.conf` (buffering on, a new upstream connection per request). "
             f"Commit `{str(hostile['environment'].get('commit', '?'))[:10]}`, {hostile['mode']} run. Raw record: "
             f"`results/hostile.json`.\n")
@@ -230,8 +232,9 @@ def cross_check_table(ours: dict[str, Any] | None, vegeta: dict[str, Any] | None
                         f"{b['rate']['median']:,.0f} | {ms(a['latency'].get('p50'))} / {ms(b['latency'].get('p50'))} "
                         f"| {ms(a['latency'].get('p99'))} / {ms(b['latency'].get('p99'))} |")
     late = [run["late_ms"]["p99"] for design in vegeta["designs"] for run in design["runs"] if run.get("late_ms")]
-    note = (f"\nMedians over each record's runs ({ours['settings']['repeat']} with our client, "
-            f"{vegeta['settings']['repeat']} with vegeta), {ours['settings']['schedule_seconds']:g} s per rate, a new "
+    ours_settings, vegeta_settings = record_settings(ours), record_settings(vegeta)
+    note = (f"\nMedians over each record's runs ({ours_settings.repeat} with our client, "
+            f"{vegeta_settings.repeat} with vegeta), {ours_settings.schedule_seconds:g} s per rate, a new "
             f"connection per request in both; ours measures latency from each request's scheduled start, vegeta "
             f"from when it sent it (at most {max(late) if late else 0:g} ms late, p99, in any run). Commits "
             f"`{str(ours['environment'].get('commit', '?'))[:10]}` (`results/{CROSS_CHECK[0]}.json`, "

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import CATALOGUE_DIR
+from harness.model.hostile_settings import HostileSettings
 from harness.render.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
@@ -121,12 +122,12 @@ def legend() -> str:
 
 
 def caption(record: dict[str, Any]) -> str:
-    settings, environment = record["settings"], record["environment"]
-    return (f"Each design started alone (no CPU pinning) with a {settings['delay']:g} s simulated call; "
-            f"a case waits at most {settings.get('short_bound', settings['bound']):g} s for a parser's answer and "
-            f"{settings['bound']:g} s for a close (body stall, slowloris, idle, slow reader); the probe is a GET / that "
-            f"must get 200 within {settings['probe_timeout']:g} s, {settings['probe_at']:g} s into the case, and "
-            f"another within {settings['after_timeout']:g} s after it. Machine: {environment['cpu_model']}, "
+    settings, environment = HostileSettings.from_record(record["settings"]), record["environment"]
+    return (f"Each design started alone (no CPU pinning) with a {settings.delay:g} s simulated call; "
+            f"a case waits at most {settings.short_bound or settings.bound:g} s for a parser's answer and "
+            f"{settings.bound:g} s for a close (body stall, slowloris, idle, slow reader); the probe is a GET / that "
+            f"must get 200 within {settings.probe_timeout:g} s, {settings.probe_at:g} s into the case, and "
+            f"another within {settings.after_timeout:g} s after it. Machine: {environment['cpu_model']}, "
             f"{environment['cpu_count']} CPUs, Linux {environment['kernel']}, Python {environment['python']}, "
             f"{', '.join(environment['tools'].values())}; commit `{environment['commit'][:10]}`, "
             f"{record['started_utc']} to {record['finished_utc']} ({record['mode']} run). "
@@ -199,7 +200,7 @@ def measured(record: dict[str, Any], limit: dict[str, Any]) -> tuple[str, bool |
                    result["variants"][0])
     shown = f"case {result['number']} ({variant['name']}): {variant['status']}"
     closed = variant["seconds_to_close"]
-    bound = record["settings"]["bound"]
+    bound = HostileSettings.from_record(record["settings"]).bound
     if closed is not None:
         shown += f", closed after {closed:.1f} s"
     elif limit.get("closes_within") is not None:

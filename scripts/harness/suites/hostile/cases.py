@@ -15,12 +15,13 @@ import socket
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from harness.clients import raw_http
 from harness.model.catalogue import CATALOGUE_DIR
+from harness.model.hostile_settings import HostileSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes
 from harness.system.resources import GroupSampler
@@ -62,36 +63,6 @@ class Suite(CaseCatalogue):
     def run_settings(self, quick: bool) -> HostileSettings:
         """The settings of a run, typed: the `[suite]` table, with `[suite.quick]` over it for a quick run."""
         return typed_settings(HostileSettings, self.table(quick), CASES_FILE)
-
-
-@dataclass(frozen=True)
-class HostileSettings:
-    """The `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each is), in its order."""
-
-    delay: float
-    probe_timeout: float
-    probe_at: float
-    after_timeout: float
-    answer_within: float
-    bound: float
-    short_bound: float
-    jobs: int
-    settle: float
-    idle_connections: int
-    slowloris_connections: int
-    resets: int
-    emfile_headroom: int
-    emfile_beyond: int
-    emfile_connections: int
-    emfile_hold: float
-    big_bytes: int
-    slow_reader_stall: float | None = None  # None: the case's bound
-    behind_nginx: list[str] = field(default_factory=list)
-    designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
-
-    def to_record(self, jobs: int) -> dict[str, Any]:
-        """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
-        return {**{key: value for key, value in asdict(self).items() if key != "designs"}, "jobs": jobs}
 
 
 def load_suite(path: Path = CASES_FILE) -> Suite:
