@@ -137,7 +137,7 @@ class ScenarioSettings:
     pipelining: bool = _setting("boolean", HARNESS, False)  # true: only designs that declare and prove pipelining
     # The design the tool is measured against, first, with no simulated call.
     ceiling: str | None = _setting("string", HARNESS)
-    ceiling_exempt: str | None = _setting("string", HARNESS)  # why this scenario measures no ceiling (check_measurement)
+    ceiling_exempt: str | None = _setting("string", HARNESS)  # why it measures no ceiling (check_measurement)
     fixed_count: str | None = _setting("string", HARNESS)  # why its runs end at a request count, however short (ditto)
     proxy: str | None = _setting("string", HARNESS)
     relative_to: str | None = _setting("string", HARNESS)
@@ -185,13 +185,6 @@ class ScenarioSettings:
         """The settings of one load-tool run that no scenario describes (how-fast's wrk, deployment's vegeta): the
         tool reads its time limit and its own settings; requests, delay and repeat are what a tool never reads."""
         return cls(requests=0, concurrency=[concurrency], time_limit=time_limit, delay=0, repeat=1, **tool_settings)
-
-    def get(self, name: str, default: Any = None) -> Any:  # TEMPORARY: until wrk.py reads attributes (issue 19)
-        value = getattr(self, name)
-        return default if value is None else value
-
-    def __getitem__(self, name: str) -> Any:  # TEMPORARY, as get()
-        return getattr(self, name)
 
     def to_record(self) -> dict[str, Any]:
         """The settings as a record keeps them: the required ones and keep_alive always, the others where the

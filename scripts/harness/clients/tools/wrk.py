@@ -52,7 +52,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from harness.model.settings import TOOL_READS
+from harness.model.settings import TOOL_READS, ScenarioSettings
 from harness.model.stats import latency_summary
 from harness.system import processes
 
@@ -176,30 +176,30 @@ class Wrk:
         first = answer.stdout.splitlines()[0] if answer.stdout.strip() else ""
         return first.split(" Copyright")[0].strip() or "wrk (version unknown)"
 
-    def command(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path | None = None) -> list[str]:
-        timeout = settings.get("timeout") or DEFAULT_TIMEOUT_S
-        command = ["wrk", "-t", str(settings.get("wrk_threads", THREADS)), "-c", str(concurrency),
-                   "-d", f"{duration_seconds(settings['time_limit'])}s", "--timeout", f"{timeout:g}s"]
-        if not settings.get("keep_alive"):
+    def command(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path | None = None) -> list[str]:
+        timeout = settings.timeout or DEFAULT_TIMEOUT_S
+        command = ["wrk", "-t", str(settings.wrk_threads or THREADS), "-c", str(concurrency),
+                   "-d", f"{duration_seconds(settings.time_limit)}s", "--timeout", f"{timeout:g}s"]
+        if not settings.keep_alive:
             command += ["-H", "Connection: close"]
-        depth = int(settings.get("pipeline_depth") or 1)
+        depth = int(settings.pipeline_depth or 1)
         if depth > 1:  # wrk hands what follows `--` to the script's init()
             return command + ["-s", str(PIPELINE_SCRIPT), url, "--", str(depth)]
-        if settings.get("header_statistic"):  # the header's name reaches every wrk thread's Lua through the environment
-            return ["env", f"WRK_HEADER={settings['header_statistic']}", *command, "-s", str(HEADER_SCRIPT), url]
+        if settings.header_statistic:  # the header's name reaches every wrk thread's Lua through the environment
+            return ["env", f"WRK_HEADER={settings.header_statistic}", *command, "-s", str(HEADER_SCRIPT), url]
         return command + ["-s", str(REPORT_SCRIPT), url]
 
-    def run(self, url: str, concurrency: int, settings: dict[str, Any], workdir: Path,
+    def run(self, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
             cpu: str | None) -> dict[str, Any]:
         """Run wrk once and return its record (with 'error' set when wrk itself failed)."""
         workdir.mkdir(parents=True, exist_ok=True)
         record: dict[str, Any] = {"tool": self.name, "command": None, "concurrency": concurrency,
-                                  "keep_alive": bool(settings.get("keep_alive")), "exit_code": None}
-        if not settings.get("time_limit"):
+                                  "keep_alive": bool(settings.keep_alive), "exit_code": None}
+        if not settings.time_limit:
             record["error"] = "wrk runs for a duration: the scenario needs a time_limit"
             return record
         command = record["command"] = self.command(url, concurrency, settings)
-        limit = duration_seconds(settings["time_limit"]) + float(settings.get("timeout") or DEFAULT_TIMEOUT_S) + 30
+        limit = duration_seconds(settings.time_limit) + float(settings.timeout or DEFAULT_TIMEOUT_S) + 30
         try:
             completed = processes.run_tool(command, timeout=limit, cpu=cpu)
         except OSError as error:
@@ -213,9 +213,9 @@ class Wrk:
         try:
             record.update(parse_run(completed.stdout))
             record["error"] = None
-            if settings.get("header_statistic"):  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}
+            if settings.header_statistic:  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}
                 record["header_statistic"] = parse_header_statistic(completed.stdout)
-            depth = int(settings.get("pipeline_depth") or 1)
+            depth = int(settings.pipeline_depth or 1)
             if depth > 1:  # timed per batch, and wrk's own summary of the batches is wrong (module header)
                 record["latency_ms"], record["batches_timed"] = batch_latency_ms(completed.stdout, concurrency)
                 record["latency_per_batch_of"] = depth
