@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.model.settings import ScenarioSettings
 from harness.suites import interleave, plan
 
 from conftest import CATALOGUE
@@ -29,11 +30,11 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     order: list[tuple[str, str, int]] = []
 
-    def measure(outcome: Any, scenario: Any, settings: dict[str, Any], repetition: int, *args: Any,
+    def measure(outcome: Any, scenario: Any, settings: ScenarioSettings, repetition: int, *args: Any,
                 **kwargs: Any) -> None:
         order.append((scenario.id, outcome.design.name, repetition))
-        outcome.runs.append({"concurrency": settings["concurrency"][0], "requests_per_second": 100.0, "error": None,
-                             "python": settings.get("python")})
+        outcome.runs.append({"concurrency": settings.concurrency[0], "requests_per_second": 100.0, "error": None,
+                             "python": settings.python})
 
     monkeypatch.setattr(interleave, "measure_design_once", measure)
     monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)
