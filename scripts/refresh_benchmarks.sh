@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Refresh every benchmark: a full run into results/, a second full run into results/rerun/ (the
 # methodology page compares the two), the suites that are not scenarios (the hostile clients,
-# restarts under load, the balance between workers, the How fast and Fast and correct steps), then the tables and
-# plots. `make bench` and .github/workflows/bench.yml both run this.
+# restarts under load and with requests in flight, the balance between workers, the How fast and
+# Fast and correct steps, streams, conformance, the proxy race and overload, instruction counts),
+# then the tables and plots. `make bench` and .github/workflows/bench.yml both run this.
 #
 #   scripts/refresh_benchmarks.sh [PYTHON]      (default: .venv/bin/python)
 #
@@ -22,9 +23,14 @@ steps=(
     "scripts/bench.py run --out results/rerun"
     "scripts/bench.py hostile"
     "scripts/bench.py restart"
+    "scripts/bench.py restart --in-flight"
     "scripts/bench.py balance"
     "scripts/bench.py how-fast steps"
     "scripts/bench.py how-fast steps --chain fast-and-correct"
+    "scripts/bench.py streaming"
+    "scripts/bench.py conformance"
+    "scripts/bench.py deployment"
+    "scripts/bench.py instructions"
     "scripts/bench.py render"
 )
 for step in "${steps[@]}"; do

@@ -12,8 +12,10 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "scripts" / "refresh_benchmarks.sh"
 ALL_STEPS = ["scripts/bench.py run", "scripts/bench.py run --out results/rerun", "scripts/bench.py hostile",
-             "scripts/bench.py restart", "scripts/bench.py balance", "scripts/bench.py how-fast steps",
-             "scripts/bench.py how-fast steps --chain fast-and-correct", "scripts/bench.py render"]
+             "scripts/bench.py restart", "scripts/bench.py restart --in-flight", "scripts/bench.py balance",
+             "scripts/bench.py how-fast steps", "scripts/bench.py how-fast steps --chain fast-and-correct",
+             "scripts/bench.py streaming", "scripts/bench.py conformance", "scripts/bench.py deployment",
+             "scripts/bench.py instructions", "scripts/bench.py render"]
 
 
 def refresh(tmp_path: Path, exit_codes: list[int]) -> tuple[int, list[str]]:
