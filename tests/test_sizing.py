@@ -84,3 +84,39 @@ def test_the_generic_scenario_tables_leave_a_sizing_sweep_to_its_own_page() -> N
     assert not sizing_tables.is_sizing({"settings": {"delay": 0.1}})
     found = sizing_tables.best(RECORD, "prefork")
     assert found is not None and found[0] == 4  # the smallest count within 90% of the best median
+
+
+def grid_record(threads: int, rates: dict[int, float]) -> dict[str, Any]:
+    """A gthread grid record: --threads fixed, --workers swept over `rates`' keys (rate 0: no run at that count)."""
+    return {**RECORD, "scenario": {"id": f"sizing-gthread-threads-{threads}", "title": "a test"},
+            "settings": {"delay": 0, "concurrency": [50], "repeat": 2, "time_limit": 2,
+                         "sizes": {"gunicorn-gthread": sorted(rates)},
+                         "size_arguments": {"gunicorn-gthread": ["--threads", str(threads), "--workers", "{size}"]}},
+            "designs": [{"name": "gunicorn-gthread", "model": "pre-fork + poller + thread pool", "status": "ok",
+                         "problems": [], "runs": [run(workers, rate, 0.5, 30.0 * workers, workers + 1)
+                                                  for workers, rate in rates.items() if rate for _ in range(2)]}]}
+
+
+def grid_records() -> dict[str, dict[str, Any]]:
+    return {f"sizing-gthread-threads-{threads}": grid_record(threads, {1: 1000.0 + threads, 2: 2000.0 + threads})
+            for threads in (1, 4, 16)}
+
+
+def test_the_gthread_grid_puts_workers_in_rows_and_threads_in_columns() -> None:
+    table = sizing_tables.gthread_grid(grid_records())
+    assert table is not None
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    assert rows[0] == "| workers | 1 thread | 4 threads | 16 threads |"
+    assert rows[2].startswith("| 1 | **1,001**<br>p99 120 ms<br>30 MiB | **1,004**")  # 1 worker, 1 then 4 threads
+    assert rows[3].startswith("| 2 | **2,001**") and rows[3].count("60 MiB") == 3  # the group's PSS at 2 workers
+    assert sizing_tables.gthread_grid({}) is None  # not measured yet: the page says so
+
+
+def test_the_gthread_grid_names_the_record_and_count_it_lacks() -> None:
+    records = grid_records()
+    records["sizing-gthread-threads-4"] = grid_record(4, {1: 1004.0, 2: 0})  # planned 2 workers, has no run there
+    with pytest.raises(sizing_tables.GridError, match=r"sizing-gthread-threads-4\.json has no run .* at 2 workers"):
+        sizing_tables.gthread_grid(records)
+    del records["sizing-gthread-threads-16"]
+    with pytest.raises(sizing_tables.GridError, match=r"no results/sizing-gthread-threads-16\.json"):
+        sizing_tables.gthread_grid(records)
