@@ -25,8 +25,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.model.hostile_settings import HostileSettings
 from harness.model.records import record_settings
+from harness.model.suite_settings import HostileSettings
 from harness.render.cells import cells_by_level, summarise_cell
 from harness.render.presentation import design_link, wide_table
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from harness.model import instruction_counts
 from harness.model.how_fast_steps import HOW_FAST
+from harness.model.suite_settings import CountSettings
 from harness.render.how_fast_tables import row_summary
 from harness.render.presentation import wide_table
 
@@ -84,12 +85,12 @@ def largest_difference(rows: list[dict[str, Any]]) -> float | None:
 
 
 def caption(record: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    settings, environment = record["settings"], record["environment"]
-    low, high = settings["requests"]
+    settings, environment = CountSettings.from_record(record["settings"]), record["environment"]
+    low, high = settings.requests
     largest = largest_difference(rows)
     agreement = ("" if largest is None else
                  f"The two measurements of every row above differ by at most {largest:.2%}"
-                 f"{'' if largest <= settings['agreement'] else ' ⚠ more than ' + format(settings['agreement'], '.0%')}. ")
+                 f"{'' if largest <= settings.agreement else ' ⚠ more than ' + format(settings.agreement, '.0%')}. ")
     return (f"\n{agreement}{record['valgrind']} callgrind; each measurement is two runs of the server under it, "
             f"answering {low:,} and then {high:,} GET / requests on one keep-alive connection, one at a time: "
             f"instructions per request = (total({high:,}) − total({low:,})) / {high - low:,}, so start-up and "
@@ -112,7 +113,7 @@ def instructions_page(record: dict[str, Any], cpu: dict[str, tuple[float, str]] 
             continue
         # Five number columns beside a server's name: wider than the page's column, so it scrolls, name pinned.
         parts.append(f"**{heading}**\n\n"
-                     + wide_table(group_table(rows, first_label, cpu or {}, record["settings"]["agreement"])))
+                     + wide_table(group_table(rows, first_label, cpu or {}, CountSettings.from_record(record["settings"]).agreement)))
         shown += rows
     if not parts:
         return "*No rows of this kind in the record.*\n"

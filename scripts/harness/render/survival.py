@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.hostile_settings import HostileSettings
+from harness.model.suite_settings import HostileSettings
 from harness.render.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"

@@ -45,6 +45,7 @@ from harness.model.catalogue import UnknownNameError, load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
 from harness.model.settings import ScenarioSettings
+from harness.model.suite_settings import StepsSettings
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import CLOCK_TICKS, GroupSampler
@@ -190,10 +191,9 @@ def measure_steps(args: argparse.Namespace) -> Path:
         "kind": "how-fast-steps",
         "chain": chain.name,
         "mode": "quick" if args.quick else "full",
-        "settings": {"connections": CONNECTIONS, "seconds": seconds, "repeat": repeat, "delay": 0.0,
-                     "keep_alive": True, "relative_to": relative_to,
-                     "ceiling": ceiling_row if any(row["name"] == ceiling_row for row in rows) else None,
-                     "ceiling_scenario": CEILING_SCENARIO},
+        "settings": StepsSettings(connections=CONNECTIONS, seconds=seconds, repeat=repeat, relative_to=relative_to,
+                                  ceiling=ceiling_row if any(row["name"] == ceiling_row for row in rows) else None,
+                                  ceiling_scenario=CEILING_SCENARIO).to_record(),
         "environment": environment,
         "started_utc": started,
         "finished_utc": utc_now(),

@@ -54,6 +54,7 @@ from harness.model.catalogue import Catalogue, Design
 from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.suite_settings import CountSettings
 from harness.suites import how_fast
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
@@ -242,8 +243,7 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
         "schema": 1,
         "kind": "instructions",
         "mode": "quick" if quick else "full",
-        "settings": {"requests": list(counts.requests), "measurements": counts.measurements,
-                     "connections": 1, "keep_alive": True, "delay": 0.0, "agreement": instruction_counts.AGREEMENT},
+        "settings": CountSettings(requests=list(counts.requests), measurements=counts.measurements).to_record(),
         "counter": "callgrind's Ir: instructions executed in user space by the server process (all its threads); "
                    "the kernel's work is not counted",
         "valgrind": version,

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from harness.clients import raw_http
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.hostile_settings import HostileSettings
+from harness.model.suite_settings import HostileSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes
 from harness.system.resources import GroupSampler

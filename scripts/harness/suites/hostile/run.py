@@ -30,8 +30,8 @@ from typing import Any
 
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.hostile_settings import HostileSettings
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
 from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
 from harness.system import launcher, processes
