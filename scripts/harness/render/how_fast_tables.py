@@ -44,7 +44,7 @@ def row_summary(row: dict[str, Any]) -> dict[str, float | None]:
 def rate_cell_flags(record: dict[str, Any], row: dict[str, Any], ceiling: float | None) -> str:
     """The flags a row's rate carries (cells.rate_flags: spread, tool-bound); '' for a record older than them.
 
-    A record says it carries them by naming its ceiling row (settings["ceiling"], None when none was measured);
+    A record says it carries them by naming its ceiling row (its settings' `ceiling`, None when none was measured);
     a record made before that key renders as it always did.
     """
     if "ceiling" not in record["settings"]:
