@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import sys
 import threading
@@ -125,3 +126,26 @@ def built_site(strict_build: StrictBuild) -> Path:
     """The built site's directory; fails the test that asks for it when the strict build failed."""
     assert strict_build.returncode == 0, strict_build.stderr[-4000:]
     return strict_build.site
+
+
+def read_responses(conn: socket.socket, count: int) -> list[bytes]:
+    """`count` whole responses read off a kept-alive socket, by their Content-Length (the page and the refusals)."""
+    buffer, answers = b"", []
+    while len(answers) < count:
+        while b"\r\n\r\n" not in buffer:
+            buffer += conn.recv(65536) or b"!"
+            assert not buffer.endswith(b"!"), "closed early"
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        while len(buffer) < length:
+            buffer += conn.recv(65536)
+        answers.append(head + b"\r\n\r\n" + buffer[:length])
+        buffer = buffer[length:]
+    return answers
+
+
+def write_restart_plan(tmp_path: Path, text: str) -> Path:
+    """A restart plan (scripts/catalogue/restart/restart.toml's shape) written where a test can load it."""
+    path = tmp_path / "restart.toml"
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -25,6 +25,8 @@ from harness.render import how_fast_tables, site
 from harness.suites.conformance.conformance_cases import judge_parser, load_corpus
 from harness.system import processes
 
+from conftest import read_responses
+
 CHAIN = how_fast_steps.FAST_AND_CORRECT
 STEPS = CHAIN.steps()
 HARDENED = REPO_ROOT / "servers" / "hardened_event_loop.py"
@@ -94,23 +96,6 @@ def test_every_step_passes_the_conformance_corpus_through_its_parser_and_fast_pa
     assert failures == []
 
 
-def read_answers(conn: socket.socket, count: int) -> list[bytes]:
-    """`count` whole answers, by their Content-Length (enough for the page and the refusals)."""
-    buffer, answers = b"", []
-    while len(answers) < count:
-        while b"\r\n\r\n" not in buffer:
-            chunk = conn.recv(65536)
-            assert chunk, f"closed after {len(answers)} answers"
-            buffer += chunk
-        head, _, buffer = buffer.partition(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
-        while len(buffer) < length:
-            buffer += conn.recv(65536)
-        answers.append(head + b"\r\n\r\n" + buffer[:length])
-        buffer = buffer[length:]
-    return answers
-
-
 @pytest.mark.parametrize("step", STEPS, ids=lambda step: f"step-{step.number}-{step.name}")
 def test_every_step_runs_answers_keep_alive_and_refuses_two_hosts(step, tmp_path) -> None:
     """Started as the benchmark starts it (no simulated call, so the fast path answers where there is one)."""
@@ -123,9 +108,9 @@ def test_every_step_runs_answers_keep_alive_and_refuses_two_hosts(step, tmp_path
         answers = []
         for _ in range(3):  # one request per segment: the common case, when the step has it
             conn.sendall(WRK)
-            answers += read_answers(conn, 1)
+            answers += read_responses(conn, 1)
         conn.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
-        answers += read_answers(conn, 1)
+        answers += read_responses(conn, 1)
         assert conn.recv(65536) == b""  # closed after the refusal
     assert server.exit_code == 0
     assert [answer.split(b"\r\n")[0] for answer in answers] == [b"HTTP/1.1 200 OK"] * 3 + [b"HTTP/1.1 400 Bad Request"]

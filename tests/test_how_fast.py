@@ -14,6 +14,8 @@ from harness.render import how_fast_tables
 from harness.suites import how_fast as how_fast_cli
 from harness.system import processes
 
+from conftest import read_responses
+
 CHAIN = how_fast_steps.HOW_FAST
 STEPS = CHAIN.steps()
 
@@ -38,22 +40,6 @@ def test_a_diff_that_does_not_fit_is_refused() -> None:
     assert how_fast_steps.apply_patch("one\ntwo\nTHREE\n", patch, reverse=True) == "one\ntwo\nthree\n"
     with pytest.raises(how_fast_steps.PatchError):
         how_fast_steps.apply_patch("one\ntwo\nfour\n", patch)
-
-
-def read_responses(conn: socket.socket, count: int) -> list[bytes]:
-    """`count` whole responses, by their Content-Length."""
-    buffer, answers = b"", []
-    while len(answers) < count:
-        while b"\r\n\r\n" not in buffer:
-            buffer += conn.recv(65536) or b"!"
-            assert not buffer.endswith(b"!"), "closed early"
-        head, _, buffer = buffer.partition(b"\r\n\r\n")
-        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
-        while len(buffer) < length:
-            buffer += conn.recv(65536)
-        answers.append(head + b"\r\n\r\n" + buffer[:length])
-        buffer = buffer[length:]
-    return answers
 
 
 @pytest.mark.parametrize("step", STEPS, ids=lambda step: f"step-{step.number}")

@@ -11,7 +11,7 @@ from harness.model.catalogue import UnknownNameError
 from harness.render import multi_process_tables
 from harness.suites import balance, restart
 
-from conftest import CATALOGUE
+from conftest import CATALOGUE, write_restart_plan
 
 PLAN = """
 id = "restart"
@@ -36,9 +36,7 @@ method = "stop-start"
 
 
 def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
-    path = tmp_path / "restart.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_restart_plan(tmp_path, text)
 
 
 def test_the_committed_plan_loads_and_names_known_designs() -> None:

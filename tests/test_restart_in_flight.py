@@ -14,7 +14,7 @@ from harness.clients import restart_probe
 from harness.render import multi_process_tables
 from harness.suites import restart
 
-from conftest import CATALOGUE
+from conftest import CATALOGUE, write_restart_plan
 
 PLAN = """
 id = "restart"
@@ -44,9 +44,7 @@ source = "its docstring"
 
 
 def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
-    path = tmp_path / "restart.toml"
-    path.write_text(text, encoding="utf-8")
-    return path
+    return write_restart_plan(tmp_path, text)
 
 
 def test_the_committed_in_flight_plan_loads_and_names_known_designs() -> None:

@@ -21,6 +21,9 @@ STANDALONE = ["scripts/http_load.py", "scripts/echo_client.py"]
 SHARED = {"scripts/harness/model/stats.py": ["percentile", "latency_summary"],
           "scripts/harness/system/open_files.py": ["FILES_MARGIN", "OpenFilesLimitError", "raise_open_files_limit"]}
 COPIES = [(file, module, name) for file in STANDALONE for module, names in SHARED.items() for name in names]
+# The probes the deployment and restart suites run as subprocesses: the restart probe reads answers as the race's does.
+PROBES = ["scripts/harness/clients/idle_race.py", "scripts/harness/clients/restart_probe.py"]
+COPIES.append(("scripts/harness/clients/restart_probe.py", "scripts/harness/clients/idle_race.py", "read_answer"))
 
 
 def definitions(text: str) -> dict[str, str]:
@@ -45,7 +48,7 @@ def test_each_standalone_copy_is_the_harness_text(copy_file: str, shared_file: s
         f"{name} in {copy_file} differs from {shared_file}: change the harness's, then copy it over"
 
 
-@pytest.mark.parametrize("file", STANDALONE)
+@pytest.mark.parametrize("file", STANDALONE + PROBES)
 def test_a_standalone_file_imports_nothing_from_the_harness(file: str) -> None:
     tree = ast.parse(read(file))
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}

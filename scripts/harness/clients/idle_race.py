@@ -60,7 +60,7 @@ def request_bytes(method: str, host: str, port: int) -> bytes:
 
 
 async def read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
-    """One answer's status and whether the proxy keeps the connection, read by its Content-Length."""
+    """One answer's status and whether its sender keeps the connection, read by its Content-Length."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])

@@ -19,6 +19,8 @@ after the `restart` line.
 
 Run:   python scripts/harness/clients/restart_probe.py --port 8000 --idle 2 --long 2 --next-after 1 4
 Known limits: loopback only; GET / with answers framed by Content-Length (every design here).
+It runs as a subprocess and imports nothing from the harness; read_answer is a copy of
+clients/idle_race.py's, held to it by tests/test_standalone_copies.py.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def request_bytes(host: str, port: int) -> bytes:
 
 
 async def read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
-    """One answer's status and whether the server keeps the connection, read by its Content-Length."""
+    """One answer's status and whether its sender keeps the connection, read by its Content-Length."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])

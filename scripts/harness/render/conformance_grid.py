@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.render.conformance_tables import (
-    CODES, COLOURS, HEADER, LEGEND, MARKS, NOT_MEASURED, RECORD_NAME, case_anchor, code_legend, load_record)
+    CODES, COLOURS, HEADER, LEGEND, MARKS, NOT_MEASURED, RECORD_NAME, case_anchor, code_legend, grouped_cases,
+    load_record, placed_designs)
 from harness.render.grid import Column, grid_table, legend_mark, mark_cell, not_run_cell
 
 # A set of answers shared by this many designs or more behind nginx is labelled by count, the others by name.
@@ -44,12 +45,11 @@ def _cells(cases: list[dict[str, Any]], numbers: dict[str, int], design: dict[st
 def group_grids(record: dict[str, Any], behind_nginx: bool) -> str:
     """One grid per group: a row per design alone, or per distinct set of answers behind nginx."""
     numbers = numbered_cases(record)
-    designs = [design for design in record["designs"] if design["behind_nginx"] == behind_nginx]
+    designs = placed_designs(record, behind_nginx)
     if not designs:
         return ""
     out = []
-    for group in record["groups"]:
-        cases = [case for case in record["cases"] if case["group"] == group["id"]]
+    for group, cases in grouped_cases(record):
         if not cases:  # a run of chosen cases (--case) leaves some groups empty
             continue
         columns = [Column(str(numbers[case["id"]]), f"#{case_anchor(case)}", case["short"]) for case in cases]

@@ -143,13 +143,22 @@ def caption(record: dict[str, Any]) -> str:
             f"command `{' '.join(record['command'])}`.*\n")
 
 
+def placed_designs(record: dict[str, Any], behind_nginx: bool) -> list[dict[str, Any]]:
+    """The record's designs measured alone, or behind nginx."""
+    return [design for design in record["designs"] if design["behind_nginx"] == behind_nginx]
+
+
+def grouped_cases(record: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each group of the record with its cases, in the record's order (a run of chosen cases may leave one empty)."""
+    return [(group, [case for case in record["cases"] if case["group"] == group["id"]]) for group in record["groups"]]
+
+
 def matrix(record: dict[str, Any], behind_nginx: bool) -> str:
-    designs = [design for design in record["designs"] if design["behind_nginx"] == behind_nginx]
+    designs = placed_designs(record, behind_nginx)
     if not designs:
         return ""
     out = []
-    for group in record["groups"]:
-        cases = [case for case in record["cases"] if case["group"] == group["id"]]
+    for group, cases in grouped_cases(record):
         for start in range(0, len(cases), COLUMNS_PER_TABLE):
             part = cases[start:start + COLUMNS_PER_TABLE]
             suffix = f" ({start // COLUMNS_PER_TABLE + 1})" if len(cases) > COLUMNS_PER_TABLE else ""

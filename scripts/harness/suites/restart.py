@@ -96,22 +96,23 @@ class Plan:
         return [self.first_restart + index * self.every for index in range(self.restarts)]
 
 
+def _check_keys(path: Path, table: dict[str, Any], known: set[str], quick_known: set[str], where: str) -> None:
+    """RestartPlanError naming every unknown key of a plan's table (and of its [quick] table, when it may have one)."""
+    unknown = sorted(set(table) - known) + sorted(set(table.get("quick", {})) - quick_known)
+    if unknown:
+        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)}{where}; known: {', '.join(sorted(known))}")
+
+
 def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue | None = None) -> Plan:
     """Read and check the plan: unknown keys, unknown designs, a method without its signal are errors."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise RestartPlanError(f"{path}: {error}") from error
-    unknown = sorted(set(data) - _PLAN_KEYS) + sorted(set(data.get("quick", {})) - (_PLAN_KEYS - {"quick", "target",
-                                                                                                  "in_flight"}))
-    if unknown:
-        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_PLAN_KEYS))}")
+    _check_keys(path, data, _PLAN_KEYS, _PLAN_KEYS - {"quick", "target", "in_flight"}, "")
     targets = []
     for entry in data.get("target", []):
-        extra = sorted(set(entry) - _TARGET_KEYS)
-        if extra:
-            raise RestartPlanError(f"{path}: unknown key(s) {', '.join(extra)} in a [[target]]; "
-                                   f"known: {', '.join(sorted(_TARGET_KEYS))}")
+        _check_keys(path, entry, _TARGET_KEYS, set(), " in a [[target]]")
         if entry.get("method") not in METHODS:
             raise RestartPlanError(f"{path}: target {entry.get('design')!r}: method must be one of {sorted(METHODS)}")
         if entry["method"] == "signal" and not hasattr(signal.Signals, str(entry.get("signal"))):
@@ -307,16 +308,10 @@ def load_in_flight_plan(path: Path = PLAN_PATH, quick: bool = False,
     if data is None:
         raise RestartPlanError(f"{path}: no [in_flight] table")
     overrides = data.get("quick", {})
-    unknown = sorted(set(data) - _IN_FLIGHT_KEYS) + sorted(set(overrides) - (_IN_FLIGHT_KEYS - {"quick", "target"}))
-    if unknown:
-        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)} in [in_flight]; "
-                               f"known: {', '.join(sorted(_IN_FLIGHT_KEYS))}")
+    _check_keys(path, data, _IN_FLIGHT_KEYS, _IN_FLIGHT_KEYS - {"quick", "target"}, " in [in_flight]")
     targets = []
     for entry in data.get("target", []):
-        extra = sorted(set(entry) - _IN_FLIGHT_TARGET_KEYS)
-        if extra:
-            raise RestartPlanError(f"{path}: unknown key(s) {', '.join(extra)} in an [[in_flight.target]]; "
-                                   f"known: {', '.join(sorted(_IN_FLIGHT_TARGET_KEYS))}")
+        _check_keys(path, entry, _IN_FLIGHT_TARGET_KEYS, set(), " in an [[in_flight.target]]")
         if not hasattr(signal.Signals, str(entry.get("signal"))):
             raise RestartPlanError(f"{path}: in_flight target {entry.get('design')!r} needs a signal name, "
                                    f"got {entry.get('signal')!r}")
