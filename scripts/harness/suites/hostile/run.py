@@ -7,7 +7,10 @@ Around every case (cases.py) the run measures the same things, whatever the case
 - the status each connection got and how long the server took to close it;
 - the design's process group before and after: open fds (/proc/PID/fd) and threads
   (/proc/PID/task), summed, so a leak shows as a difference; peak RSS and CPU seconds
-  during the case (system/resources.py); whether the process is still alive.
+  during the case (system/resources.py); whether the process is still alive;
+- during the slow clients' cases (SERVER_VIEW_KINDS), the most established connections the
+  server's own port held, and nginx's when it is in front (system/connections.py): what the
+  proxy's buffering leaves the server to hold.
 
 A design that dies is a finding: it is recorded with its stderr tail, started again
 for the remaining cases, and the run exits 1 at the end. Designs run `jobs` at a time,
@@ -35,6 +38,7 @@ from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
 from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
 from harness.system import launcher, processes
+from harness.system.connections import peak_connections
 from harness.system.environment import describe_machine, utc_now
 from harness.system.open_files import raise_open_files_limit
 from harness.system.resources import GroupSampler
@@ -43,6 +47,7 @@ RECORD_NAME = "hostile.json"
 OWN_SERVER_KINDS = {"emfile"}  # started apart: the case lowers the running server's RLIMIT_NOFILE for good
 NO_PROBE_DURING_KINDS = {"emfile"}  # past the limit no new client can be served: only the probe after counts
 LEAKS_FAIL_KINDS = {"reset"}  # "no leaked fd or thread" is this case's robust answer
+SERVER_VIEW_KINDS = {"slowloris", "slow-reader"}  # slow clients: count the connections the server itself holds
 
 
 # --- measuring a case -------------------------------------------------------------------------
@@ -74,7 +79,9 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str,
         except OSError as error:  # the server refused connections outright, or died mid-case
             errors.append(f"{type(error).__name__}: {error}")
 
-    with GroupSampler(pgid) as sampler:
+    ports = [server.running.port, *([server.target_port] if server.proxy else [])]
+    watched = peak_connections(ports) if case.kind in SERVER_VIEW_KINDS else contextlib.nullcontext()
+    with GroupSampler(pgid) as sampler, watched as held:
         player = threading.Thread(target=play, name=f"case-{case.id}", daemon=True)
         player.start()
         during = None
@@ -116,6 +123,9 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str,
         "variants": [variant.to_json() for variant in variants],
         "errors": errors,
         "stderr_tail": "" if alive else server.stderr_tail(),
+        **({} if held is None else {"connections_held": {  # established, on each port, during the case
+            "server_before": held.before[server.running.port], "server_peak": held.peak[server.running.port],
+            "proxy_peak": held.peak[server.target_port] if server.proxy else None, "samples": held.samples}}),
     }
 
 

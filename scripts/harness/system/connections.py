@@ -1,0 +1,71 @@
+"""How many established TCP connections a listening port holds, read from the kernel's tables, and their peak.
+
+A connection counts on the port it was accepted on: a row of /proc/net/tcp{,6} whose *local*
+port is the listener's and whose state is ESTABLISHED. That is the server's side only (a client
+socket to that port has an ephemeral local port), and it includes connections the kernel has
+completed but the server has not yet accepted: they hold a place in its listen queue all the
+same. Reading the tables needs no tool and no permission (`ss -Htn state established "( sport =
+:PORT )"` counts the same rows). The hostile suite samples it during its slow-client cases, for
+the server's port and, behind nginx, for nginx's: what each of them holds while the clients are slow.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
+ESTABLISHED = "01"  # the state column of /proc/net/tcp, in hex (include/net/tcp_states.h)
+
+
+def established(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
+    """Established connections whose local port is `port`, over IPv4 and IPv6 (a missing table counts none)."""
+    count = 0
+    for table in tables:
+        try:
+            rows = table.read_text(encoding="ascii").splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            fields = row.split()  # sl local_address rem_address st ...; an address is HEXIP:HEXPORT
+            if len(fields) > 3 and fields[3] == ESTABLISHED and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
+
+
+@dataclass
+class PeakConnections:
+    """The most established connections seen on each port while sampling, and the count before it began."""
+
+    before: dict[int, int]
+    peak: dict[int, int] = field(default_factory=dict)
+    samples: int = 0
+
+
+@contextmanager
+def peak_connections(ports: list[int], every: float = 0.05) -> Iterator[PeakConnections]:
+    """Sample every port's established connections every `every` s in a thread until the block ends."""
+    result = PeakConnections({port: established(port) for port in ports})
+    result.peak = dict(result.before)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for port in ports:
+                result.peak[port] = max(result.peak[port], established(port))
+            result.samples += 1
+            done.wait(every)
+
+    sampler = threading.Thread(target=sample, name="peak-connections", daemon=True)
+    sampler.start()
+    try:
+        yield result
+    finally:
+        done.set()
+        sampler.join(5)
+        for port in ports:  # one last reading, so a block shorter than one period is still sampled
+            result.peak[port] = max(result.peak[port], established(port))
+

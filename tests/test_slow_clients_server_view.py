@@ -1,0 +1,53 @@
+"""What the server itself holds while slow clients hold the proxy (issue 24, part 3; docs/deployment.md).
+
+The hostile suite counts, during its slow clients' cases, the established connections on the
+server's own port and on nginx's (system/connections.py). In small: one trickling slowloris
+client against a thread pool, alone and behind a real nginx. Alone, the server holds its
+connection; behind nginx, nginx holds it and the server holds no more than nginx does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import socket
+from pathlib import Path
+
+from harness.suites.hostile import cases, run
+from harness.system import connections, processes
+
+from conftest import CATALOGUE
+
+SUITE = cases.load_suite()
+SLOWLORIS = SUITE.select(["slowloris"])[0]
+# One slow client for 2 s; the probe runs meanwhile, as in the suite.
+SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), slowloris_connections=1, bound=2.0, settle=2.0)
+
+
+def held(tmp_path: Path, behind_nginx: bool) -> dict[str, int | None]:
+    design = CATALOGUE.design("thread-pool-queue")
+    with run.launched(design, SETTINGS.delay, tmp_path, behind_nginx) as server:
+        result = run.run_case(server, SLOWLORIS, SETTINGS)
+    return result["connections_held"]
+
+
+def test_alone_the_server_holds_the_slow_client(tmp_path: Path) -> None:
+    counts = held(tmp_path, behind_nginx=False)
+    assert counts["proxy_peak"] is None
+    assert counts["server_peak"] >= counts["server_before"] + 1, counts
+
+
+def test_behind_nginx_the_server_holds_no_more_than_nginx(tmp_path: Path) -> None:
+    counts = held(tmp_path, behind_nginx=True)
+    assert counts["proxy_peak"] >= 1, counts  # the slow client, at nginx
+    assert counts["server_peak"] <= counts["proxy_peak"], counts
+
+
+def test_established_counts_only_the_listeners_side_of_a_connection() -> None:
+    port = processes.free_port()
+    with contextlib.closing(socket.create_server(("127.0.0.1", port))) as listener, \
+            contextlib.closing(socket.create_connection(("127.0.0.1", port))) as client:
+        accepted, _ = listener.accept()
+        with contextlib.closing(accepted):
+            assert connections.established(port) == 1  # the accepted side; the client's local port is another
+            assert connections.established(client.getsockname()[1]) == 1  # and the client's, on its own port
