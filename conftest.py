@@ -7,11 +7,14 @@ pytest_plugins = ["tests.codeblock_runs"]
 
 
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
-# expensive fixture stay on one worker: file by file, and the three files that read the built site
-# together (one build for all three); the docs' code blocks all stay on one worker, in page order,
-# because a page's servers listen on the fixed port 8000 its commands name.
-ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py"}
-SITE_FILES = {"test_browser.py", "test_site.py", "test_glossary.py"}
+# expensive fixture stay on one worker: file by file, and the two files that read the built site
+# without a browser together (one build for both); the browser's file, the longest group (every page
+# visited twice), builds the site again on its own worker (a build takes about 13 s, the visits minutes);
+# the docs' code blocks all stay on one worker, in page order, because a page's servers listen on the
+# fixed port 8000 its commands name.
+ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py",
+                    "test_browser.py"}
+SITE_FILES = {"test_site.py", "test_glossary.py"}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -114,7 +114,8 @@ class StrictBuild:
 
 @pytest.fixture(scope="session")
 def strict_build(tmp_path_factory: pytest.TempPathFactory) -> StrictBuild:
-    """The site built once per test session (once per worker under xdist: the files that use it share a group)."""
+    """The site built once per test session (once per worker under xdist: the files that use it share a group,
+    and the browser's file has a worker of its own: see ../conftest.py)."""
     site = tmp_path_factory.mktemp("site")
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
