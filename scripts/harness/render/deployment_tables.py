@@ -221,12 +221,15 @@ def slow_clients_table(hostile: dict[str, Any] | None) -> str:
     return wide_table("\n".join(rows)) + note
 
 
-def held_cell(case: dict[str, Any] | None, key: str) -> str:
-    """The peak count of established connections on one port during a case, or why there is none."""
+def held_cell(case: dict[str, Any] | None, port: str) -> str:
+    """On one port ("server" or "proxy") during a case: peak established connections (connection-seconds)."""
     if case is None or case.get("verdict") == "n/a":
         return "n/a"
     held = case.get("connections_held")
-    return "not counted" if held is None or held.get(key) is None else str(held[key])
+    if held is None or held.get(f"{port}_peak") is None:
+        return "not counted"
+    seconds = held.get(f"{port}_connection_seconds")
+    return f"{held[f'{port}_peak']}" + ("" if seconds is None else f" ({seconds:,.1f})")
 
 
 def held_table(record: dict[str, Any] | None) -> str:
@@ -243,15 +246,16 @@ def held_table(record: dict[str, Any] | None) -> str:
         for case_id in ("slowloris", "slow-reader"):
             if case_id in alone or case_id in behind:
                 rows.append(f"| {design_link(name)} | {titles.get(case_id, case_id)} | "
-                            f"{held_cell(alone.get(case_id), 'server_peak')} | "
-                            f"{held_cell(behind.get(case_id), 'proxy_peak')} | "
-                            f"{held_cell(behind.get(case_id), 'server_peak')} |")
+                            f"{held_cell(alone.get(case_id), 'server')} | "
+                            f"{held_cell(behind.get(case_id), 'proxy')} | "
+                            f"{held_cell(behind.get(case_id), 'server')} |")
     settings = HostileSettings.from_record(record["settings"])
     before = sorted({case["connections_held"]["server_before"] for cases in by_name.values() for case in cases.values()
                      if case.get("connections_held")})
-    note = (f"\nThe most established TCP connections on each port during the case, sampled every 50 ms from "
-            f"`/proc/net/tcp` (the accepting side only; connections the kernel completed but the server has not "
-            f"accepted yet count too). Slowloris is {settings.slowloris_connections} connections trickling a header "
+    note = (f"\nThe most established TCP connections on each port during the case and, in brackets, "
+            f"connection-seconds (each 50 ms sample's count times the time it covers, summed: how long they were "
+            f"held), read from `/proc/net/tcp` (the accepting side only; connections the kernel completed but the "
+            f"server has not accepted yet count too). Slowloris is {settings.slowloris_connections} connections trickling a header "
             f"line every 0.5 s for up to {settings.bound:g} s; the slow reader asks for 1 MiB and reads nothing for "
             f"{settings.slow_reader_stall:g} s. The suite's probe client is one connection more during the case, "
             f"at the server and, behind nginx, at both. Before each case the server held "

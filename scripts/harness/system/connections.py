@@ -12,6 +12,7 @@ the server's port and, behind nginx, for nginx's: what each of them holds while 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,10 +39,12 @@ def established(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
 
 @dataclass
 class PeakConnections:
-    """The most established connections seen on each port while sampling, and the count before it began."""
+    """The most established connections seen on each port while sampling, the count before it began, and
+    connection-seconds (each sample's count times the time since the last: how long they were held, summed)."""
 
     before: dict[int, int]
     peak: dict[int, int] = field(default_factory=dict)
+    connection_seconds: dict[int, float] = field(default_factory=dict)
     samples: int = 0
 
 
@@ -50,12 +53,18 @@ def peak_connections(ports: list[int], every: float = 0.05) -> Iterator[PeakConn
     """Sample every port's established connections every `every` s in a thread until the block ends."""
     result = PeakConnections({port: established(port) for port in ports})
     result.peak = dict(result.before)
+    result.connection_seconds = {port: 0.0 for port in ports}
     done = threading.Event()
 
     def sample() -> None:
+        last = time.monotonic()
         while not done.is_set():
+            now = time.monotonic()
             for port in ports:
-                result.peak[port] = max(result.peak[port], established(port))
+                count = established(port)
+                result.peak[port] = max(result.peak[port], count)
+                result.connection_seconds[port] += count * (now - last)
+            last = now
             result.samples += 1
             done.wait(every)
 

@@ -125,7 +125,9 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str,
         "stderr_tail": "" if alive else server.stderr_tail(),
         **({} if held is None else {"connections_held": {  # established, on each port, during the case
             "server_before": held.before[server.running.port], "server_peak": held.peak[server.running.port],
-            "proxy_peak": held.peak[server.target_port] if server.proxy else None, "samples": held.samples}}),
+            "proxy_peak": held.peak[server.target_port] if server.proxy else None, "samples": held.samples,
+            "server_connection_seconds": round(held.connection_seconds[server.running.port], 2),
+            "proxy_connection_seconds": round(held.connection_seconds[server.target_port], 2) if server.proxy else None}}),
     }
 
 
