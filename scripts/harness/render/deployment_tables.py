@@ -257,8 +257,9 @@ def held_table(record: dict[str, Any] | None) -> str:
             f"held), read from `/proc/net/tcp` (the accepting side only; connections the kernel completed but the "
             f"server has not accepted yet count too). Slowloris is {settings.slowloris_connections} connections trickling a header "
             f"line every 0.5 s for up to {settings.bound:g} s; the slow reader asks for 1 MiB and reads nothing for "
-            f"{settings.slow_reader_stall:g} s. The suite's probe client is one connection more during the case, "
-            f"at the server and, behind nginx, at both. Before each case the server held "
+            f"{settings.slow_reader_stall:g} s; a server that has handed its whole answer to the kernel and closed no longer "
+            f"counts (the kernel, not the server, holds what the reader has not read). The suite's probe client, "
+            f"{settings.probe_at:g} s into the case, counts too. Before each case the server held "
             f"{' or '.join(map(str, before)) or '–'}. Behind nginx: `servers/nginx_reverse_proxy.conf` (buffering "
             f"on, a new upstream connection per request). Commit `{str(record['environment'].get('commit', '?'))[:10]}`, "
             f"{record['started_utc'][:10]}, {record['mode']} run. Raw record: `results/{HELD_RECORD}`.\n")
