@@ -13,6 +13,7 @@ import dataclasses
 import socket
 from pathlib import Path
 
+from harness.render import deployment_tables
 from harness.suites.hostile import cases, run
 from harness.system import connections, processes
 
@@ -54,3 +55,21 @@ def test_established_counts_only_the_listeners_side_of_a_connection() -> None:
         with contextlib.closing(accepted):
             assert connections.established(port) == 1  # the accepted side; the client's local port is another
             assert connections.established(client.getsockname()[1]) == 1  # and the client's, on its own port
+
+
+def test_the_table_shows_each_port_and_says_when_a_case_was_not_counted() -> None:
+    record = {"cases": [{"id": "slowloris", "short": "slowloris"}, {"id": "slow-reader", "short": "slow reader"}],
+              "settings": dataclasses.asdict(SETTINGS), "environment": {"commit": "0123456789ab"},
+              "started_utc": "2026-11-26T02:00:00Z", "mode": "full",
+              "designs": [{"name": "uvicorn", "design": "uvicorn", "behind_nginx": False, "cases": [
+                              {"case": "slowloris", "verdict": "weak", "connections_held": {
+                                  "server_before": 0, "server_peak": 21, "proxy_peak": None,
+                                  "server_connection_seconds": 219.0, "proxy_connection_seconds": None}},
+                              {"case": "slow-reader", "verdict": "robust"}]},  # an older record: no counts
+                          {"name": "uvicorn+nginx", "design": "uvicorn", "behind_nginx": True, "cases": [
+                              {"case": "slowloris", "verdict": "weak", "connections_held": {
+                                  "server_before": 0, "server_peak": 1, "proxy_peak": 21,
+                                  "server_connection_seconds": 0.1, "proxy_connection_seconds": 219.2}}]}]}
+    table = deployment_tables.held_table(record)
+    assert "| slowloris | 21 (219.0) | 21 (219.2) | 1 (0.1) |" in table
+    assert "| slow reader | not counted | n/a | n/a |" in table
