@@ -35,10 +35,6 @@ method = "stop-start"
 """
 
 
-def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
-    return write_restart_plan(tmp_path, text)
-
-
 def test_the_committed_plan_loads_and_names_known_designs() -> None:
     plan = restart.load_plan(catalogue=CATALOGUE)
     assert plan.restarts == 3 and len(plan.moments()) == 3 and plan.repeat >= 3  # spread needs three runs
@@ -52,7 +48,7 @@ def test_the_committed_plan_loads_and_names_known_designs() -> None:
     (("every = 0.8", "every = 5"), "not inside the load"),
 ])
 def test_a_wrong_plan_is_refused_naming_the_file(tmp_path, change, message) -> None:
-    path = write_plan(tmp_path, PLAN.replace(*change))
+    path = write_restart_plan(tmp_path, PLAN.replace(*change))
     with pytest.raises(restart.RestartPlanError, match="restart.toml") as error:
         restart.load_plan(path, catalogue=CATALOGUE)
     assert message in str(error.value)
@@ -60,7 +56,7 @@ def test_a_wrong_plan_is_refused_naming_the_file(tmp_path, change, message) -> N
 
 def test_an_unknown_design_is_refused(tmp_path) -> None:
     with pytest.raises(UnknownNameError):
-        restart.load_plan(write_plan(tmp_path, PLAN.replace('"event-loop-workers"', '"no-such-design"', 1)),
+        restart.load_plan(write_restart_plan(tmp_path, PLAN.replace('"event-loop-workers"', '"no-such-design"', 1)),
                           catalogue=CATALOGUE)
 
 
@@ -76,7 +72,7 @@ def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
 @pytest.mark.slow
 def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
     path, problems = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
-                                         plan_path=write_plan(tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2")))
+                                         plan_path=write_restart_plan(tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2")))
     record = json.loads(path.read_text(encoding="utf-8"))
     graceful, naive = record["targets"]
     assert [run["repetition"] for run in graceful["runs"]] == [0, 1]  # every run kept

@@ -7,7 +7,6 @@ import asyncio
 import json
 import socket
 import struct
-from pathlib import Path
 
 import pytest
 from harness.clients import restart_probe
@@ -43,10 +42,6 @@ source = "its docstring"
 """
 
 
-def write_plan(tmp_path: Path, text: str = PLAN) -> Path:
-    return write_restart_plan(tmp_path, text)
-
-
 def test_the_committed_in_flight_plan_loads_and_names_known_designs() -> None:
     plan = restart.load_in_flight_plan(catalogue=CATALOGUE)
     assert plan.repeat >= 3 and plan.delay == 5.0 and plan.restart_after < plan.delay
@@ -61,7 +56,7 @@ def test_the_committed_in_flight_plan_loads_and_names_known_designs() -> None:
 ])
 def test_a_wrong_in_flight_plan_is_refused_naming_the_file(tmp_path, change, message) -> None:
     with pytest.raises(restart.RestartPlanError, match="restart.toml") as error:
-        restart.load_in_flight_plan(write_plan(tmp_path, PLAN.replace(*change)), catalogue=CATALOGUE)
+        restart.load_in_flight_plan(write_restart_plan(tmp_path, PLAN.replace(*change)), catalogue=CATALOGUE)
     assert message in str(error.value)
 
 
@@ -70,7 +65,7 @@ def test_our_supervisor_finishes_the_request_in_flight_and_the_idle_client_recon
     the kept-alive client finds its connection closed cleanly after its first answer (the design says
     Connection: close), so its next request, 0.5 s after the restart, goes on a new connection and is answered."""
     path, problems = restart.run_restart_in_flight(CATALOGUE, quick=False, design_names=None,
-                                                   out_dir=tmp_path / "out", plan_path=write_plan(tmp_path))
+                                                   out_dir=tmp_path / "out", plan_path=write_restart_plan(tmp_path, PLAN))
     assert problems == 0
     record = json.loads(path.read_text(encoding="utf-8"))
     (run,) = record["targets"][0]["runs"]
