@@ -68,24 +68,26 @@ THREADS = 1
 FAILED_KINDS = ("connect", "read", "write", "timeout")
 
 
-def parse_report(stdout: str) -> dict[str, Any]:
-    """The JSON line that follows wrk_report.lua's marker line."""
+def json_after(stdout: str, marker: str, what: str, script: str) -> Any:
+    """The JSON line (`what`: a report, a histogram) one of our Lua scripts printed right after its marker line."""
     lines = stdout.splitlines()
-    if REPORT_MARKER not in lines:
-        raise ValueError("wrk printed no report from wrk_report.lua")
-    position = lines.index(REPORT_MARKER)
+    if marker not in lines:
+        raise ValueError(f"wrk printed no {what} from {script}")
+    position = lines.index(marker)
     if position + 1 >= len(lines):
-        raise ValueError("wrk_report.lua's marker has no JSON line after it")
-    report: dict[str, Any] = json.loads(lines[position + 1])
+        raise ValueError(f"{script}'s marker has no JSON line after it")
+    return json.loads(lines[position + 1])
+
+
+def parse_report(stdout: str) -> dict[str, Any]:
+    """The run's report: requests, duration and latency in microseconds, wrk's error counters."""
+    report: dict[str, Any] = json_after(stdout, REPORT_MARKER, "report", "wrk_report.lua")
     return report
 
 
 def parse_header_statistic(stdout: str) -> dict[str, Any]:
-    """The JSON line that follows wrk_header_report.lua's marker: the header's count, mean, percentiles, max."""
-    lines = stdout.splitlines()
-    if HEADER_MARKER not in lines or lines.index(HEADER_MARKER) + 1 >= len(lines):
-        raise ValueError("wrk printed no header statistic from wrk_header_report.lua")
-    statistic: dict[str, Any] = json.loads(lines[lines.index(HEADER_MARKER) + 1])
+    """The header's count, mean, percentiles and max (wrk_header_report.lua)."""
+    statistic: dict[str, Any] = json_after(stdout, HEADER_MARKER, "header statistic", "wrk_header_report.lua")
     return statistic
 
 
@@ -108,11 +110,9 @@ def parse_run(stdout: str) -> dict[str, Any]:
 
 
 def parse_histogram(stdout: str) -> list[tuple[int, int]]:
-    """The buckets wrk_pipeline.lua printed after its marker: (microseconds, count), ascending."""
-    lines = stdout.splitlines()
-    if HISTOGRAM_MARKER not in lines or lines.index(HISTOGRAM_MARKER) + 1 >= len(lines):
-        raise ValueError("wrk printed no histogram from wrk_pipeline.lua")
-    return sorted((int(value), int(count)) for value, count in json.loads(lines[lines.index(HISTOGRAM_MARKER) + 1]))
+    """wrk's non-empty latency buckets as wrk_pipeline.lua printed them: (microseconds, count)."""
+    buckets = json_after(stdout, HISTOGRAM_MARKER, "histogram", "wrk_pipeline.lua")
+    return [(int(value), int(count)) for value, count in buckets]
 
 
 def correction_interval(responses: int, duration_us: int, connections: int) -> int | None:
@@ -151,7 +151,7 @@ def batch_latency_ms(stdout: str, connections: int) -> tuple[dict[str, float], i
     batches = uncorrected(parse_histogram(stdout), interval)
     if not batches:
         raise ValueError("wrk timed no batch")
-    samples_ms = [value / 1000 for value, count in sorted(batches.items()) for _ in range(count)]
+    samples_ms = [value / 1000 for value, count in batches.items() for _ in range(count)]  # latency_summary sorts
     return latency_summary(samples_ms), len(samples_ms)
 
 
