@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 from harness.model.catalogue import Design, load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.system import launcher, postgres, processes
+from harness.system import connections, launcher, postgres, processes
 
 CATALOGUE = load_catalogue()
 HTTP_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "http"]
@@ -24,12 +24,11 @@ T = TypeVar("T")
 
 
 def tcp_sockets_on(port: int) -> list[list[str]]:
-    """The rows of /proc/net/tcp (Linux), split into fields, whose local port is `port`.
+    """The rows of /proc/net/tcp (Linux, IPv4), split into fields, whose local port is `port`.
 
     Field 3 is the state (0A listening, 06 TIME_WAIT); field 4 is tx_queue:rx_queue.
     """
-    rows = Path("/proc/net/tcp").read_text(encoding="ascii").splitlines()[1:]
-    return [fields for fields in (row.split() for row in rows) if int(fields[1].rsplit(":", 1)[1], 16) == port]
+    return connections.sockets_on(port, (Path("/proc/net/tcp"),))
 
 
 # The scratch PostgreSQL of the designs that talk to one (launcher.needs_database): started by the first

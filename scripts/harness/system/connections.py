@@ -22,19 +22,26 @@ TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 ESTABLISHED = "01"  # the state column of /proc/net/tcp, in hex (include/net/tcp_states.h)
 
 
-def established(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
-    """Established connections whose local port is `port`, over IPv4 and IPv6 (a missing table counts none)."""
-    count = 0
+def sockets_on(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> list[list[str]]:
+    """The rows of the tables, split into fields, whose local port is `port` (a missing table has none).
+
+    Fields: sl local_address rem_address st tx_queue:rx_queue ...; an address is HEXIP:HEXPORT, the
+    state is hex (01 established, 06 TIME_WAIT, 0A listening).
+    """
+    found = []
     for table in tables:
         try:
             rows = table.read_text(encoding="ascii").splitlines()[1:]
         except FileNotFoundError:
             continue
-        for row in rows:
-            fields = row.split()  # sl local_address rem_address st ...; an address is HEXIP:HEXPORT
-            if len(fields) > 3 and fields[3] == ESTABLISHED and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                count += 1
-    return count
+        found += [fields for fields in map(str.split, rows)
+                  if len(fields) > 3 and int(fields[1].rsplit(":", 1)[1], 16) == port]
+    return found
+
+
+def established(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
+    """Established connections whose local port is `port`, over IPv4 and IPv6."""
+    return sum(1 for fields in sockets_on(port, tables) if fields[3] == ESTABLISHED)
 
 
 @dataclass
