@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,6 +221,26 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
             "alive_at_end": server_alive, "exit_code": server.exit_code, "stderr_tail": server.stderr_tail()[-800:]}
 
 
+def take_turns(plan_id: str, repeat: int, targets: list[Any], rows: list[dict[str, Any]],
+               measure: Callable[[Any, int], dict[str, Any]]) -> None:
+    """Measure every target once, then again, `repeat` times (drift touches them alike), into its row's runs.
+
+    A server that will not start, or a run that says `error`, is kept in the row's errors; the turns go on.
+    """
+    for repetition in range(repeat):
+        for target, row in zip(targets, rows):
+            print(f"{plan_id}: {target.label}, run {repetition + 1}/{repeat}", flush=True)
+            try:
+                run = measure(target, repetition)
+            except processes.ServerStartError as error:
+                print(f"  server failed: {error}", file=sys.stderr, flush=True)
+                row["errors"].append({"repetition": repetition, "error": str(error)})
+                continue
+            if "error" in run:
+                row["errors"].append({"repetition": repetition, "error": run["error"]})
+            row["runs"].append(run)
+
+
 def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
                 out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
     """Every target (or those of the named designs); write the record; return its path and the problems.
@@ -239,18 +259,13 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     rows = [{"name": target.design, "title": catalogue.design(target.design).title, "method": target.method,
              "signal": target.signal, "label": target.label, "source": target.source, "runs": [], "errors": []}
             for target in targets]
-    for repetition in range(plan.repeat):  # every target once, then again: drift touches them alike
-        for target, row in zip(targets, rows):
-            print(f"{plan.id}: {target.label}, run {repetition + 1}/{plan.repeat}", flush=True)
-            port = processes.free_port()
-            try:
-                run = measure_target(catalogue, plan, target, port, log_dir, pinning, repetition)
-            except processes.ServerStartError as error:  # recorded, and the run goes on to the next target
-                print(f"  server failed: {error}", file=sys.stderr, flush=True)
-                row["errors"].append({"repetition": repetition, "error": str(error)})
-                continue
-            row["runs"].append(run)
-            print(f"  {run['report']['failed']} failed of {run['report']['requests']}", flush=True)
+
+    def measure(target: Target, repetition: int) -> dict[str, Any]:
+        run = measure_target(catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition)
+        print(f"  {run['report']['failed']} failed of {run['report']['requests']}", flush=True)
+        return run
+
+    take_turns(plan.id, plan.repeat, targets, rows, measure)
     record = {
         "schema": SCHEMA_VERSION, "kind": "restart",
         "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
@@ -386,18 +401,8 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
     rows = [{"name": target.design, "title": catalogue.design(target.design).title, "signal": target.signal,
              "arguments": target.arguments, "label": target.label, "source": target.source, "runs": [],
              "errors": []} for target in targets]
-    for repetition in range(plan.repeat):  # every target once, then again: drift touches them alike
-        for target, row in zip(targets, rows):
-            print(f"{plan.id}: {target.label}, run {repetition + 1}/{plan.repeat}", flush=True)
-            try:
-                run = measure_in_flight(catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition)
-            except processes.ServerStartError as error:
-                print(f"  server failed: {error}", file=sys.stderr, flush=True)
-                row["errors"].append({"repetition": repetition, "error": str(error)})
-                continue
-            if "error" in run:
-                row["errors"].append({"repetition": repetition, "error": run["error"]})
-            row["runs"].append(run)
+    take_turns(plan.id, plan.repeat, targets, rows, lambda target, repetition: measure_in_flight(
+        catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition))
     record = {
         "schema": SCHEMA_VERSION, "kind": "restart-in-flight",
         "scenario": {"id": plan.id, "title": plan.title, "delay": plan.delay, "idle": plan.idle, "long": plan.long,
