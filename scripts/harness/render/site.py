@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,16 @@ from harness.model.catalogue import load_catalogue
 from harness.model.disclosed_settings import load_real_servers
 from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, load_records, load_seconds, record_settings, rerun_dir, wall_seconds
+from harness.model.records import (
+    RESULTS_DIR,
+    load_records,
+    load_scenario_records,
+    load_seconds,
+    record_settings,
+    rerun_dir,
+    wall_seconds,
+)
+from harness.model.records.scenario import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (
@@ -434,6 +444,9 @@ class RenderInput:
     design_names: list[str]
     scenario_ids: list[str]
     figures: list[Figure]
+    # The same records typed (model/records/scenario.py): renderers move to these from the dicts above.
+    scenario_records: dict[str, ScenarioRecord] = dataclasses.field(default_factory=dict)
+    rerun_scenario_records: dict[str, ScenarioRecord] = dataclasses.field(default_factory=dict)
 
     @property
     def plots_dir(self) -> Path:
@@ -664,6 +677,8 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     inputs = RenderInput(
         results_dir=results_dir, generated_dir=generated_dir,
         records=load_records(results_dir), rerun_records=load_records(rerun_dir(results_dir)),
+        scenario_records=load_scenario_records(results_dir),
+        rerun_scenario_records=load_scenario_records(rerun_dir(results_dir)),
         design_names=list(catalogue.designs) if design_names is None else design_names,
         scenario_ids=list(catalogue.scenarios) if scenario_ids is None else scenario_ids,
         figures=(SITE_FIGURES if results_dir == RESULTS_DIR else []) if figures is None else figures)

@@ -1,4 +1,9 @@
-"""Results files: written atomically, read back for rendering."""
+"""Results files: written atomically, read back for rendering, and their shapes as typed classes.
+
+records/typed.py is the machinery (a record kind is a frozen dataclass; reading checks every key and
+migrates old schema versions); records/common.py the parts every kind shares (the machine);
+records/scenario.py the load scenarios' record; each other suite's record kind has its module beside them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.typed import Typed
 from harness.model.settings import ScenarioSettings
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -66,6 +73,17 @@ def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
 def rerun_dir(results_dir: Path = RESULTS_DIR) -> Path:
     """Where a second complete run of every scenario goes, to be compared with the first (same format)."""
     return results_dir / "rerun"
+
+
+def load_scenario_records(results_dir: Path = RESULTS_DIR) -> dict[str, ScenarioRecord]:
+    """load_records, typed: every scenario's record in a results directory, by scenario id."""
+    return {scenario_id: ScenarioRecord.from_json(data, str(results_path(scenario_id, results_dir)))
+            for scenario_id, data in load_records(results_dir).items()}
+
+
+def write_record_atomic(path: Path, record: Typed) -> None:
+    """A typed record written as JSON, atomically (write_json_atomic)."""
+    write_json_atomic(path, record.to_json())
 
 
 def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:

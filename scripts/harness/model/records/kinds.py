@@ -1,0 +1,25 @@
+"""Every record kind, by the `kind` (or, in older suites, `suite`) its JSON names: the one list of typed record
+classes. tests/test_typed_records.py reads every file in results/ through the class its data names here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.typed import Typed
+
+# One line per kind: "its kind name": its class (the scenario's record has no kind name: record_class below).
+RECORD_KINDS: dict[str, type[Typed]] = {
+}
+
+
+def record_class(data: dict[str, Any]) -> type[Typed]:
+    """The typed class a record's JSON data is read with: its `kind` (or `suite`), or else a scenario's record."""
+    name = data.get("kind") or data.get("suite")
+    if name is None and "design" in data and "connections_asked" in data:
+        name = "idle-connections"  # records of the idle suite written before they named their kind
+    if name is None:
+        return ScenarioRecord
+    if name not in RECORD_KINDS:
+        raise KeyError(f"no record class for kind {name!r} (known: {', '.join(sorted(RECORD_KINDS)) or 'none'})")
+    return RECORD_KINDS[name]

@@ -1,0 +1,194 @@
+"""Typed records: a record's shape as frozen dataclasses, read from JSON and written back to it.
+
+A record kind is a dataclass deriving from `Typed` whose fields are the record's keys, typed with
+what this module can check: str, int, float (an int is a float too), bool, Any (kept as it is), a
+Typed class, list[T], dict[str, T] and T | None. Reading (`Kind.from_json(data)`) checks every key:
+one the class does not know is an error naming the key, where it is and the nearest known key, so a
+misspelt key fails where it is written or read, not as a silent None in a table. A key the data
+lacks reads as the field's default (records written before a field existed still load); a field
+without a default must be there. Writing (`record.to_json()`) gives the keys in field order; a field
+made with `optional()` is left out while it is None, so a record carries only what its run had.
+
+A top-level record kind also says its `SCHEMA` (the version written now) and, in `MIGRATIONS`, how to
+bring each older version's data up to it, one version at a time; `from_json` applies them, so old
+records load without being rewritten. Data of a newer version than the code is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Callable
+from functools import cache
+from typing import Any, ClassVar, Self, TypeVar, Union
+
+T = TypeVar("T", bound="Typed")
+
+
+# Types that are not Typed but appear in records (the scenario settings): reader(data, where) and writer(value).
+CONVERTERS: dict[type, tuple[Callable[[Any, str], Any], Callable[[Any], Any]]] = {}
+
+
+class RecordShapeError(ValueError):
+    """Data that is not the shape its record kind declares: names the key, where it is, and what was expected."""
+
+
+def optional(**kwargs: Any) -> Any:
+    """A field a record may lack: None when absent, and left out of the JSON while None."""
+    return dataclasses.field(default=None, metadata={"omit_none": True}, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Typed:
+    """Base of every typed record and of the parts it is made of."""
+
+    SCHEMA: ClassVar[int | None] = None  # set on a top-level record kind: the version it writes
+    MIGRATIONS: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}  # version -> data at version+1
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every subclass is a frozen, keyword-only dataclass: declaring the fields is all a kind writes."""
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "") -> Self:
+        """The record read from JSON data (migrated to SCHEMA first if the class has one); RecordShapeError if it does
+        not fit."""
+        where = where or cls.__name__
+        if cls.SCHEMA is not None:
+            data = migrate(cls, data, where)
+        return _read(cls, data, where)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON data: its keys in field order, optional fields left out while None."""
+        out: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if value is None and item.metadata.get("omit_none"):
+                continue
+            out[item.name] = _write(value)
+        return self.to_flat(out)
+
+    @classmethod
+    def from_flat(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Where a kind's JSON is flatter than its fields (a nested part's keys kept at the top), gather them."""
+        return data
+
+    def to_flat(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The inverse of from_flat, on the way out."""
+        return data
+
+
+def migrate(cls: type[Typed], data: Any, where: str) -> dict[str, Any]:
+    """Data of any schema version brought up to cls.SCHEMA through cls.MIGRATIONS, one version at a time."""
+    if not isinstance(data, dict):
+        raise RecordShapeError(f"{where}: expected a JSON object, found {type(data).__name__}")
+    version = data.get("schema", 0)  # 0: written before its kind carried a version (a migration from 0 reads it)
+    if not isinstance(version, int) or isinstance(version, bool) or (version == 0 and 0 not in cls.MIGRATIONS):
+        raise RecordShapeError(f"{where}: no schema version (a key `schema` with an integer)")
+    assert cls.SCHEMA is not None
+    if version > cls.SCHEMA:
+        raise RecordShapeError(f"{where}: schema {version} is newer than this harness reads ({cls.SCHEMA}): update it")
+    while version < cls.SCHEMA:
+        step = cls.MIGRATIONS.get(version)
+        if step is None:
+            raise RecordShapeError(f"{where}: schema {version} cannot be read (no migration to {version + 1})")
+        data = {**step(data), "schema": version + 1}
+        version += 1
+    return data
+
+
+@cache
+def _hints(cls: type[Typed]) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _read(cls: type[T], data: Any, where: str) -> T:
+    if not isinstance(data, dict):
+        raise RecordShapeError(f"{where}: expected a JSON object ({cls.__name__}), found {type(data).__name__}")
+    data = cls.from_flat(data)
+    known = {item.name: item for item in dataclasses.fields(cls)}
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        key = unknown[0]
+        near = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean `{near[0]}`?)" if near else ""
+        raise RecordShapeError(f"{where}: unknown key `{key}`{hint}; {cls.__name__} has: {', '.join(known)}")
+    hints = _hints(cls)
+    values = {}
+    for name, item in known.items():
+        if name in data:
+            values[name] = _convert(hints[name], data[name], f"{where}.{name}")
+        elif item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
+            raise RecordShapeError(f"{where}: missing key `{name}` ({cls.__name__} needs it)")
+    return cls(**values)
+
+
+def _convert(kind: Any, value: Any, where: str) -> Any:
+    """value checked (and built, for Typed classes) against the annotation kind."""
+    if kind is Any:
+        return value
+    origin = typing.get_origin(kind)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(kind)
+        if value is None:
+            if type(None) in options:
+                return None
+            raise RecordShapeError(f"{where}: null where {_name(kind)} is expected")
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _convert(option, value, where)
+            except RecordShapeError as error:
+                errors.append(error)
+        if len(errors) == 1:
+            raise errors[0]
+        raise RecordShapeError(f"{where}: {value!r:.60} is not {_name(kind)}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise RecordShapeError(f"{where}: expected a list, found {type(value).__name__}")
+        (item,) = typing.get_args(kind)
+        return [_convert(item, element, f"{where}[{index}]") for index, element in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecordShapeError(f"{where}: expected an object, found {type(value).__name__}")
+        _key, item = typing.get_args(kind)
+        return {key: _convert(item, element, f"{where}.{key}") for key, element in value.items()}
+    if isinstance(kind, type) and issubclass(kind, Typed):
+        return _read(kind, value, where)
+    if kind in CONVERTERS:
+        return CONVERTERS[kind][0](value, where)
+    if kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value  # an int stays an int: a record reads back exactly as it was written
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind in (str, bool):
+        if isinstance(value, kind):
+            return value
+    else:
+        raise TypeError(f"{where}: a record field typed {kind!r}, which typed.py cannot check")
+    if value is None:
+        raise RecordShapeError(f"{where}: null where {_name(kind)} is expected")
+    raise RecordShapeError(f"{where}: expected {_name(kind)}, found {type(value).__name__} {value!r:.60}")
+
+
+def _name(kind: Any) -> str:
+    return getattr(kind, "__name__", None) or str(kind).replace("typing.", "")
+
+
+def _write(value: Any) -> Any:
+    if isinstance(value, Typed):
+        return value.to_json()
+    if type(value) in CONVERTERS:
+        return CONVERTERS[type(value)][1](value)
+    if isinstance(value, list):
+        return [_write(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _write(item) for key, item in value.items()}
+    return value
