@@ -6,12 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.model.records.conformance import ConformanceRecord
+from harness.model.records.hostile import HostileRecord
 from harness.model.records.scenario import ScenarioRecord
 from harness.model.records.typed import Typed
 
 # One line per kind: "its kind name": its class (the scenario's record has no kind name: record_class below).
 RECORD_KINDS: dict[str, type[Typed]] = {
     "conformance": ConformanceRecord,
+    "hostile": HostileRecord,
 }
 
 
