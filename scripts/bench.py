@@ -159,12 +159,11 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
         for path, record in written:
             print(site.scenario_table(record))
             print(f"Wrote {path}")
-            failed = [design["name"] + (f" ({design['status']})" if design["status"] != "failed" else "")
-                      for design in record["designs"] if design["status"] != "ok"]
+            failed = [design.name + (f" ({design.status})" if design.status != "failed" else "")
+                      for design in record.designs if design.status != "ok"]
             if failed:
                 any_failed = True
-                print(f"FAILED in {record['scenario']['id']}: {', '.join(failed)} (see the table and build/logs/)",
-                      file=sys.stderr)
+                print(f"FAILED in {record.id}: {', '.join(failed)} (see the table and build/logs/)", file=sys.stderr)
     return EXIT_FAILED if any_failed else EXIT_OK
 
 
@@ -188,7 +187,7 @@ def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
     path, record = hostile.run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs)
     print(survival.matrix_tables(record))
     print(f"Wrote {path}")
-    failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+    failed = [design.name for design in record.designs if design.status != "ok"]
     if failed:
         print(f"FAILED (died or did not start): {', '.join(failed)}; see the record's stderr tails",
               file=sys.stderr)

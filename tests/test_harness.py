@@ -204,16 +204,17 @@ def test_a_run_shorter_than_a_second_is_an_error_outside_a_fixed_count_experimen
                         quick={}, published={}, options=options)
     monkeypatch.setattr(runner, "require_tool", lambda name: ShortRunTool())
     _, record = runner.run_scenario(CATALOGUE, scenario, None, quick=False, repeat=None, out_dir=tmp_path)
-    design = record["designs"][0]
+    design = record.designs[0]
     table = site.scenario_table(record)
     if fixed_count:  # its runs end at their count, however soon: numbers, unflagged
-        assert design["status"] == "ok" and [run["error"] for run in design["runs"]] == [None, None]
+        assert design.status == "ok" and [run.error for run in design.runs] == [None, None]
         assert "**1,000**" in table and "⚠" not in table
         return
-    assert design["status"] == "failed" and len(design["runs"]) == 1  # the first short run stops the design
-    run = design["runs"][0]
-    assert run["error"].startswith("the run lasted 0.30 s (300 requests), under the 1 s a measured run needs")
-    assert run["requests_per_second"] == 1000.0  # kept in the record, with its reason
+    assert design.status == "failed" and len(design.runs) == 1  # the first short run stops the design
+    run = design.runs[0]
+    assert run.error is not None
+    assert run.error.startswith("the run lasted 0.30 s (300 requests), under the 1 s a measured run needs")
+    assert run.requests_per_second == 1000.0  # kept in the record, with its reason
     assert "not measured: at c=10: the run lasted 0.30 s" in table and "1,000" not in table
 
 

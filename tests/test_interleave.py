@@ -33,8 +33,9 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
     def measure(outcome: Any, scenario: Any, settings: ScenarioSettings, repetition: int, *args: Any,
                 **kwargs: Any) -> None:
         order.append((scenario.id, outcome.design.name, repetition))
-        outcome.runs.append({"concurrency": settings.concurrency[0], "requests_per_second": 100.0, "error": None,
-                             "python": settings.python})
+        # The interpreter the run was asked for, where a real tool's run keeps its command.
+        outcome.runs.append({"tool": "recorder", "concurrency": settings.concurrency[0], "requests_per_second": 100.0,
+                             "error": None, "command": [f"python{settings.python}"]})
 
     monkeypatch.setattr(interleave, "measure_design_once", measure)
     monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)
@@ -49,11 +50,12 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
     assert [(entry[0], entry[2]) for entry in designs] == [(scenario_id, repetition) for repetition in (0, 1)
                                                            for scenario_id in ids]
     for path, record in written:
-        assert json.loads(path.read_text(encoding="utf-8")) == record
-        assert record["interleaved_with"] == [other for other in ids if other != record["scenario"]["id"]]
-        asked = record["settings"]["python"]
-        assert [run["python"] for design in record["designs"] for run in design["runs"]] == [asked, asked]
-        assert record["interpreter"]["asked"] == asked  # the release the interpreter reports, or why it is missing
-        assert record["interpreter"]["version"] is None or record["interpreter"]["version"].startswith(asked + ".")
-        assert record["ceiling"]["measured_in"] in ("python-3.11-hello", "python-3.11-cpu")
-        assert record["started_utc"] <= record["finished_utc"]
+        assert json.loads(path.read_text(encoding="utf-8")) == record.to_json()
+        assert record.interleaved_with == [other for other in ids if other != record.id]
+        asked = record.settings.python
+        assert asked is not None and record.interpreter is not None and record.ceiling is not None
+        assert [run.command for design in record.designs for run in design.runs] == [[f"python{asked}"]] * 2
+        assert record.interpreter.asked == asked  # the release the interpreter reports, or why it is missing
+        assert record.interpreter.version is None or record.interpreter.version.startswith(asked + ".")
+        assert record.ceiling.measured_in in ("python-3.11-hello", "python-3.11-cpu")
+        assert record.started_utc <= record.finished_utc

@@ -53,7 +53,7 @@ def _ceiling_key(settings: ScenarioSettings, tool: str) -> str:
 
 
 def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repeat: int | None,
-              out_dir: Path | None, progress: plan.Progress) -> list[tuple[Path, dict[str, Any]]]:
+              out_dir: Path | None, progress: plan.Progress) -> list[tuple[Path, ScenarioRecord]]:
     """Measure a group round robin (see the module's docstring); write and return each scenario's record."""
     runs = []
     for scenario in scenarios:
@@ -92,12 +92,12 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
         tool = require_tool(scenario.tool)
         environment = describe_machine(pinning, {tool.name: tool.version()})
         ceiling = ceilings.get(_ceiling_key(settings, scenario.tool))
+        # One ceiling run for every scenario of the same settings: under the first one's id.
+        measured_in = None if ceiling is None else next(other.id for other, other_settings, _, _ in runs
+                                                        if _ceiling_key(other_settings, other.tool)
+                                                        == _ceiling_key(settings, scenario.tool))
         record = scenario_record(scenario, quick, settings, environment, started,
-                                 [outcomes[design.name] for design in designs], ceiling)
-        record["interleaved_with"] = [other.id for other, _, _, _ in runs if other.id != scenario.id]
-        if record["ceiling"]:  # one run for every scenario of the same settings: under the first one's id
-            record["ceiling"]["measured_in"] = next(other.id for other, other_settings, _, _ in runs
-                                                    if _ceiling_key(other_settings, other.tool)
-                                                    == _ceiling_key(settings, scenario.tool))
+                                 [outcomes[design.name] for design in designs], ceiling, measured_in,
+                                 interleaved_with=[other.id for other, _, _, _ in runs if other.id != scenario.id])
         written.append((write_record(record, quick or repeat is not None, out_dir), record))
     return written

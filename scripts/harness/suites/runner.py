@@ -32,7 +32,9 @@ from harness.clients import pipelining as pipelining_check
 from harness.clients import verify
 from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.scenario import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import launcher, ports, postgres, processes, syscall_trace
@@ -58,11 +60,14 @@ class DesignOutcome:
         self.problems.append(problem)
         self.stderr_tail = stderr_tail or self.stderr_tail
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.design.name, "title": self.design.title, "model": self.design.model,
-                "reproduces": self.design.reproduces, "status": self.status, "problems": self.problems,
-                "verified": self.verified, "stderr_tail": self.stderr_tail,
-                "server_exit_codes": self.server_exit_codes, "runs": self.runs}
+    def to_outcome(self, **extra: Any) -> Outcome:
+        """The record's typed outcome: every run checked against the record's Run (a misspelt key fails here)."""
+        return Outcome(name=self.design.name, title=self.design.title, model=self.design.model,
+                       reproduces=self.design.reproduces, status=self.status, problems=self.problems,
+                       verified=self.verified, stderr_tail=self.stderr_tail,
+                       server_exit_codes=self.server_exit_codes,
+                       runs=[Run.from_json(run, f"{self.design.name}.runs[{index}]")
+                             for index, run in enumerate(self.runs)], **extra)
 
 
 def announce(role: str, command: list[str]) -> None:
@@ -210,7 +215,7 @@ def traced_run(tool: Any, url: str, concurrency: int, settings: ScenarioSettings
 
 def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
                  repeat: int | None, out_dir: Path | None,
-                 progress: plan.Progress | None = None) -> tuple[Path, dict[str, Any]]:
+                 progress: plan.Progress | None = None) -> tuple[Path, ScenarioRecord]:
     """Run every cell of a scenario and write its record; returns the path and the record."""
     settings = plan.scenario_settings(scenario, quick, repeat)
     designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
@@ -230,37 +235,38 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
         cluster = stack.enter_context(postgres.scratch_cluster()) if settings.database else None
         measure_all(catalogue, scenario, designs, outcomes, ceiling, settings, quick, tool, pinning, progress,
                     cluster.dsn if cluster else None)
+    # exactly how the database ran: its version's programs and every changed setting
     record = scenario_record(scenario, quick, settings, environment, started,
-                             [outcomes[design.name] for design in designs], ceiling)
-    if cluster is not None:  # exactly how the database ran: its version's programs and every changed setting
-        record["database_command"] = cluster.command
+                             [outcomes[design.name] for design in designs], ceiling,
+                             database_command=cluster.command if cluster is not None else None)
     return write_record(record, quick or design_names is not None or repeat is not None, out_dir), record
 
 
 def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings, environment: dict[str, Any],
-                    started: str, outcomes: list[DesignOutcome], ceiling: DesignOutcome | None) -> dict[str, Any]:
-    """A scenario's record: what ran, where, when, and every design's runs (finished now)."""
-    record = {
-        "schema": SCHEMA_VERSION,
-        "scenario": scenario.to_json(),
-        "mode": "quick" if quick else "full",
-        "settings": settings.to_record(),
-        "environment": environment,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "designs": [outcome.to_json() for outcome in outcomes],
-        "ceiling": None if ceiling is None else {**ceiling.to_json(), "delay": 0.0},
-    }
-    if settings.python:  # the exact CPython the designs ran on, as it says itself ("3.12.1")
-        record["interpreter"] = launcher.describe_interpreter(settings.python)
-    return record
+                    started: str, outcomes: list[DesignOutcome], ceiling: DesignOutcome | None,
+                    ceiling_measured_in: str | None = None, **extra: Any) -> ScenarioRecord:
+    """A scenario's record: what ran, where, when, and every design's runs (finished now). `extra`: the record's
+    optional parts (database_command, interleaved_with); the exact CPython is asked here when the scenario chose one."""
+    return ScenarioRecord(
+        schema=ScenarioRecord.SCHEMA or SCHEMA_VERSION,
+        scenario=ScenarioEntry.from_json(scenario.to_json(), f"scenario {scenario.id}"),
+        mode="quick" if quick else "full",
+        settings=settings,
+        environment=Environment.from_json(environment, "environment"),
+        started_utc=started,
+        finished_utc=utc_now(),
+        designs=[outcome.to_outcome() for outcome in outcomes],
+        ceiling=None if ceiling is None else ceiling.to_outcome(delay=0.0, measured_in=ceiling_measured_in),
+        interpreter=(Interpreter.from_json(launcher.describe_interpreter(settings.python), "interpreter")
+                     if settings.python else None),
+        **extra)
 
 
-def write_record(record: dict[str, Any], partial: bool, out_dir: Path | None) -> Path:
+def write_record(record: ScenarioRecord, partial: bool, out_dir: Path | None) -> Path:
     """Write a record atomically: to out_dir, else results/ for a complete full run, build/results/ otherwise."""
-    target_dir = out_dir or (RESULTS_DIR if record["mode"] == "full" and not partial else SCRATCH_RESULTS_DIR)
-    path = results_path(record["scenario"]["id"], target_dir)
-    write_json_atomic(path, record)
+    target_dir = out_dir or (RESULTS_DIR if record.mode == "full" and not partial else SCRATCH_RESULTS_DIR)
+    path = results_path(record.id, target_dir)
+    write_record_atomic(path, record)
     return path
 
 

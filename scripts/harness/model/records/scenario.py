@@ -98,19 +98,20 @@ class Interpreter(Typed):
 class Run(Typed):
     """One run of the load tool against one design at one concurrency: what the tool said, and the server's resources.
 
-    The first fields every tool gives; the optional ones only the tools, or the settings, that measure them."""
+    The first fields every tool gives (None where a failed run could not say), written even when None; the
+    optional ones only the tools, or the settings, that measure them."""
 
     tool: str
-    command: list[str] | None
     concurrency: int
-    keep_alive: bool
-    exit_code: int | None
-    complete: int | None
-    failed: int | None
-    requests_per_second: float | None
-    duration_s: float | None
-    latency_ms: Latency | None
-    error: str | None
+    command: list[str] | None = None
+    keep_alive: bool | None = None
+    exit_code: int | None = None
+    complete: int | None = None
+    failed: int | None = None
+    requests_per_second: float | None = None
+    duration_s: float | None = None
+    latency_ms: Latency | None = None
+    error: str | None = None
     requests_requested: int | None = None
     repetition: int | None = None
     time_wait_before: int | None = None
