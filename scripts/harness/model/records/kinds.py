@@ -6,12 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from harness.model.records.conformance import ConformanceRecord
+from harness.model.records.deployment import OverloadRecord, RaceRecord
 from harness.model.records.hostile import HostileRecord
+from harness.model.records.multi_process import BalanceRecord, InFlightRecord, RestartRecord
 from harness.model.records.scenario import ScenarioRecord
 from harness.model.records.typed import Typed
 
 # One line per kind: "its kind name": its class (the scenario's record has no kind name: record_class below).
 RECORD_KINDS: dict[str, type[Typed]] = {
+    "balance": BalanceRecord,
+    "restart": RestartRecord,
+    "restart-in-flight": InFlightRecord,
+    "overload": OverloadRecord,
+    "proxy-race": RaceRecord,
     "conformance": ConformanceRecord,
     "hostile": HostileRecord,
 }
