@@ -2,9 +2,10 @@
 record, and what a renderer reads back (both sides read them, so they live in the model).
 
 HostileSettings is the `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each
-is); StepsSettings how a how-fast steps record was measured (suites/how_fast.py); CountSettings how
-the instruction counts were made (suites/instructions.py). Each reads a record of any age
-(from_record): keys it does not know are left out, a required setting the record lacks reads None.
+is); it reads a record of any age (from_record): keys it does not know are left out, a required setting
+the record lacks reads None. StepsSettings says how a how-fast steps record was measured
+(suites/how_fast.py), CountSettings how the instruction counts were made (suites/instructions.py):
+both are parts of their typed records (model/records/typed.py), which refuse a key they do not know.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, TypeVar
 
 from harness.model.instruction_counts import AGREEMENT
+from harness.model.records.typed import Typed
 
 T = TypeVar("T")
 
@@ -59,8 +61,7 @@ class HostileSettings:
         return from_record(cls, settings)
 
 
-@dataclass(frozen=True)
-class StepsSettings:
+class StepsSettings(Typed):
     """How a how-fast steps record was measured: wrk's connections, seconds per run, runs per row, and its rows'
     reference (`relative_to`) and tool ceiling (the row, and the scenario whose ceiling design it is)."""
 
@@ -71,7 +72,7 @@ class StepsSettings:
     keep_alive: bool = True
     relative_to: str | None = None
     ceiling: str | None = None
-    ceiling_scenario: str | None = None
+    ceiling_scenario: str | None = None  # None: a record made before its rows carried flags (render/cells.py)
 
     def to_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,8 +82,7 @@ class StepsSettings:
         return from_record(cls, settings)
 
 
-@dataclass(frozen=True)
-class CountSettings:
+class CountSettings(Typed):
     """How the instruction counts were made: two request counts (their difference is per request), so many
     measurements of each, one kept-alive connection, no simulated call; two measurements agree within `agreement`."""
 

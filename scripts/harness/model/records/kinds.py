@@ -8,8 +8,12 @@ from typing import Any
 from harness.model.records.conformance import ConformanceRecord
 from harness.model.records.deployment import OverloadRecord, RaceRecord
 from harness.model.records.hostile import HostileRecord
+from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
+from harness.model.records.idle_record import IdleRecord
+from harness.model.records.instructions_record import InstructionsRecord
 from harness.model.records.multi_process import BalanceRecord, InFlightRecord, RestartRecord
 from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.streaming_record import StreamingRecord
 from harness.model.records.typed import Typed
 
 # One line per kind: "its kind name": its class (the scenario's record has no kind name: record_class below).
@@ -21,6 +25,11 @@ RECORD_KINDS: dict[str, type[Typed]] = {
     "proxy-race": RaceRecord,
     "conformance": ConformanceRecord,
     "hostile": HostileRecord,
+    "how-fast-steps": StepsRecord,
+    "profile": ProfileRecord,
+    "instructions": InstructionsRecord,
+    "idle-connections": IdleRecord,
+    "streaming": StreamingRecord,
 }
 
 

@@ -1,0 +1,61 @@
+"""The instruction counts' record (suites/instructions.py, results/instructions/instructions.json): instructions per
+request under callgrind, two measurements per row (the arithmetic is model/instruction_counts.py)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from harness.model.records.common import Environment
+from harness.model.records.typed import Typed, optional
+from harness.model.suite_settings import CountSettings
+
+
+class CountRun(Typed):
+    """One run of a server under callgrind answering `requests` GET / on one keep-alive connection."""
+
+    requests: int
+    exchange_seconds: float | None = optional()  # absent when the server did not start
+    server_exit_code: int | None = optional()
+    command: list[str] | None = optional()  # the server's, valgrind's wrapper included
+    instructions: int | None = optional()  # callgrind's Ir total; absent when its output was not read
+    error: str | None = optional()  # what went wrong (the row is then not measured further)
+
+
+class Measurement(Typed):
+    """One measurement of a row: a run with the low request count, then one with the high, and what one request cost."""
+
+    runs: list[CountRun]
+    instructions_per_request: float
+
+
+class CountRow(Typed):
+    """One row: a how-fast step, the plain or hardened design, or a design on another CPython."""
+
+    name: str
+    title: str
+    group: str  # "steps", "hardened" or "versions" (suites/instructions.py GROUPS)
+    design_name: str
+    step: int | None  # the how-fast step's number; None outside the steps group
+    file: str
+    python: str | None  # the CPython asked for ("3.12"); None: the harness's own
+    measurements: list[Measurement]
+    problems: list[str]
+    python_version: str | None = optional()  # as the interpreter said itself; absent when it could not run
+
+
+class InstructionsRecord(Typed):
+    """results/instructions/instructions.json (or a quick or partial run, in build/results/)."""
+
+    SCHEMA: ClassVar[int | None] = 1
+
+    schema: int
+    kind: str  # "instructions"
+    mode: str  # "full" or "quick"
+    settings: CountSettings
+    counter: str  # what is counted, in words
+    valgrind: str  # its version line
+    wrapper: list[str]  # the command before every server's (its log directory elided)
+    environment: Environment
+    started_utc: str
+    finished_utc: str
+    rows: list[CountRow]
