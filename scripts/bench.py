@@ -239,7 +239,7 @@ def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     path, record = conformance.run(catalogue, args)
     print(conformance_tables.summary_table(record))
     print(f"Wrote {path}")
-    failed = [design["name"] for design in record["designs"] if design["status"] != "ok"]
+    failed = [design.name for design in record.designs if design.status != "ok"]
     if failed:
         print(f"FAILED (died or did not start): {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED

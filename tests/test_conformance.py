@@ -10,7 +10,17 @@ import subprocess
 import pytest
 from harness.clients import gunicorn_corpus, reference_parsers
 from harness.model.catalogue import load_catalogue
-from harness.model.records import RESULTS_DIR
+from harness.model.records import RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.conformance import (
+    Answer,
+    ConformanceDesign,
+    ConformanceRecord,
+    ConformanceRunSettings,
+    GunicornCorpus,
+    Parsed,
+    ParserAnswer,
+)
 from harness.render import conformance_grid, conformance_tables
 from harness.render.site import GENERATED_DIR
 from harness.suites.conformance import run_suite
@@ -98,36 +108,43 @@ def test_a_short_run_against_two_designs_gives_their_known_verdicts(tmp_path) ->
                              ["get-1.1", "host-missing", "smuggle-cl-cl"], quick=True, out_dir=tmp_path,
                              log_root=tmp_path / "logs", with_gunicorn_corpus=False)
     assert path == tmp_path / "conformance.json"
-    by_name = {design["name"]: design["cases"] for design in record["designs"]}
-    assert by_name["hardened"]["host-missing"]["code"] == "400"
-    assert by_name["hardened"]["host-missing"]["verdict"] == "pass"
-    assert by_name["asyncio-streams"]["host-missing"]["code"] == "200"
-    assert by_name["asyncio-streams"]["host-missing"]["verdict"] == "fail"
-    assert {cases["get-1.1"]["verdict"] for cases in by_name.values()} == {"pass"}
-    assert record["parsers"]["host-missing"]["h11"]["code"] == "400"
-    assert record["started_utc"] and record["finished_utc"] and record["command"]
+    assert ConformanceRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path)) == record
+    by_name = {design.name: design.cases for design in record.designs}
+    assert by_name["hardened"]["host-missing"].code == "400"
+    assert by_name["hardened"]["host-missing"].verdict == "pass"
+    assert by_name["asyncio-streams"]["host-missing"].code == "200"
+    assert by_name["asyncio-streams"]["host-missing"].verdict == "fail"
+    assert {cases["get-1.1"].verdict for cases in by_name.values()} == {"pass"}
+    assert record.parsers["host-missing"]["h11"].code == "400"
+    assert record.started_utc and record.finished_utc and record.command
 
 
-def fixture_record() -> dict:
+def fixture_record() -> ConformanceRecord:
+    """A record of three cases against one design, its machine the committed record's."""
     corpus = load_corpus()
     cases = [case for case in corpus.cases if case.id in ("get-1.1", "host-missing", "smuggle-cl-te")]
     answers = {"get-1.1": ([200], "open"), "host-missing": ([200], "open"), "smuggle-cl-te": ([200, 200], "open")}
-    design_cases = {case.id: {**judge_answer(case, answers[case.id][0], [], answers[case.id][1], False).to_json(),
-                              "ended": answers[case.id][1]} for case in cases}
-    parsers = {case.id: {name: {"verdict": "pass", "code": "200"} for name in ("h11", "httptools", "hardened")}
-               for case in cases}
-    return {"cases": [case.to_json() for case in cases], "groups": [{"id": g.id, "title": g.title}
-                                                                    for g in corpus.groups],
-            "designs": [{"name": "asyncio-streams", "design": "asyncio-streams", "title": "t", "behind_nginx": False,
-                         "status": "ok", "problems": [], "cases": design_cases}],
-            "parsers": parsers, "mode": "quick", "started_utc": "2026-01-01T00:00:00Z",
-            "finished_utc": "2026-01-01T00:00:09Z", "command": ["python", "scripts/bench.py", "conformance"],
-            "environment": {"python": "3.11", "tools": {"nginx": "nginx version: nginx/1"}},
-            "gunicorn_corpus": {"fetched": False, "reason": "not asked", "requests": []}}
+    design_cases = {case.id: Answer.from_json({**judge_answer(case, statuses, [], ended, False).to_json(),
+                                               "ended": ended}) for case in cases
+                    for statuses, ended in [answers[case.id]]}
+    parsed = Parsed(outcome="accept", requests=1)
+    parsers = {case.id: {name: ParserAnswer(verdict="pass", code="200", parsed=parsed)
+                         for name in ("h11", "httptools", "hardened")} for case in cases}
+    committed = json.loads((RESULTS_DIR / "conformance.json").read_text(encoding="utf-8"))
+    return ConformanceRecord(
+        schema=1, suite="conformance", title="HTTP/1.1 conformance", mode="quick",
+        command=["python", "scripts/bench.py", "conformance"],
+        settings=ConformanceRunSettings(bound=2.0, quiet=0.3, delay=0.0, jobs=1, behind_nginx="none"),
+        groups=[group.to_record() for group in corpus.groups], cases=[case.to_record() for case in cases],
+        environment=Environment.from_json(committed["environment"]), started_utc="2026-01-01T00:00:00Z",
+        designs=[ConformanceDesign(name="asyncio-streams", design="asyncio-streams", title="t", behind_nginx=False,
+                                   get_only=False, status="ok", problems=[], server_commands=[], cases=design_cases)],
+        parsers=parsers, gunicorn_corpus=GunicornCorpus(fetched=False, reason="not asked", requests=[]),
+        finished_utc="2026-01-01T00:00:09Z")
 
 
 def test_the_renderer_explains_every_mark_and_gives_a_verdict_per_design(tmp_path) -> None:
-    (tmp_path / "conformance.json").write_text(json.dumps(fixture_record()), encoding="utf-8")
+    write_record_atomic(tmp_path / "conformance.json", fixture_record())
     files = {path.name: text for path, text in conformance_tables.conformance_files(tmp_path, tmp_path / "gen").items()}
     assert '✘</span> 200+200' in files["conformance-matrix.md"]
     grid = conformance_grid.conformance_grid_files(tmp_path, tmp_path / "gen")[tmp_path / "gen" / "conformance-grid.md"]
@@ -150,7 +167,7 @@ def test_the_committed_conformance_files_match_the_record() -> None:
 def test_a_second_answer_that_refuses_is_not_called_a_served_request() -> None:
     from harness.render.conformance_tables import attacker_gets
 
-    served = attacker_gets({"code": "200+200"}, "the hidden request is answered as a request of its own")
-    assert served == "the hidden request is answered as a request of its own"
-    refused = attacker_gets({"code": "200+400"}, "the hidden request is answered as a request of its own")
+    hidden = "the hidden request is answered as a request of its own"
+    assert attacker_gets(Answer(verdict="fail", code="200+200"), hidden) == hidden
+    refused = attacker_gets(Answer(verdict="fail", code="200+400"), hidden)
     assert "the hidden request was not served" in refused and "refused the bytes after it with 400" in refused

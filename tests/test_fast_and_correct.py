@@ -287,6 +287,6 @@ def test_the_running_server_passes_every_conformance_case(tmp_path) -> None:
     from harness.suites.conformance import run_suite
     _, record = run_suite(load_catalogue(), ["fast-and-correct"], None, quick=True, out_dir=tmp_path,
                           log_root=tmp_path / "logs", with_gunicorn_corpus=False)
-    (answers,) = [entry["cases"] for entry in record["designs"] if entry["name"] == "fast-and-correct"]
+    (answers,) = [entry.cases for entry in record.designs if entry.name == "fast-and-correct"]
     assert len(answers) >= 60
-    assert conformance_failures(answers.items()) == []
+    assert conformance_failures((case_id, answer.to_json()) for case_id, answer in answers.items()) == []

@@ -9,6 +9,7 @@ the committed hostile record holds, and give every design a verdict; the conform
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_records
+from harness.model.records.conformance import Answer
 from harness.render.cells import cells_by_level, format_rate, summarise_cell
 from harness.render.predict import QUESTIONS, predict_files
 from harness.render.survival import load_record
@@ -78,22 +80,23 @@ def test_the_conformance_grid_draws_every_answer_of_the_record_and_matches_the_c
     [(path, page)] = conformance_grid.conformance_grid_files(REPO_ROOT / "results", DOCS / "_generated").items()
     assert path.read_text(encoding="utf-8") == page, "stale: run `python scripts/bench.py render`"
     alone_part, nginx_part = page.split("### Behind nginx")
-    alone = [design for design in record["designs"] if not design["behind_nginx"]]
+    alone = record.placed_designs(behind_nginx=False)
     for design in alone:  # every design alone: a row in each group's grid, a cell per case
-        rows = [line for line in alone_part.splitlines() if line.startswith(f"| {design['design']} | ")]
-        assert len(rows) == len(record["groups"]), design["name"]
-        assert sum(row.count('class="sv ') for row in rows) == len(record["cases"]), design["name"]
-    first = record["cases"][0]  # a cell says the case, the verdict and the code the record holds
-    answer = alone[0]["cases"][first["id"]]
-    assert f'title="1. {first["short"]}: {answer["verdict"]}, {answer["code"]}"' in alone_part
+        rows = [line for line in alone_part.splitlines() if line.startswith(f"| {design.design} | ")]
+        assert len(rows) == len(record.groups), design.name
+        assert sum(row.count('class="sv ') for row in rows) == len(record.cases), design.name
+    first = record.cases[0]  # a cell says the case, the verdict and the code the record holds
+    answer = alone[0].cases[first.id]
+    assert f'title="1. {first.short}: {answer.verdict}, {answer.code}"' in alone_part
     # behind nginx, rows are shared: every design is named once per group, or counted in 'every design'/'others'
-    assert nginx_part.count('<div class="survival-grid"') == len(record["groups"])
+    assert nginx_part.count('<div class="survival-grid"') == len(record.groups)
 
 
 def test_every_code_in_the_conformance_record_has_a_legend_entry() -> None:
     record = conformance_tables.load_record(REPO_ROOT / "results")
+    assert record is not None
     page = conformance_grid.grid_page(record)
-    codes = {result["code"] for design in record["designs"] for result in design["cases"].values()}
+    codes = {result.code for design in record.designs for result in design.cases.values()}
     assert {"200", "200+200", "200+400", "GET-only", "no answer"} <= codes  # the record's variety, not a trivial set
     for code in codes:
         for entry in conformance_tables.code_legend(code):
@@ -102,8 +105,9 @@ def test_every_code_in_the_conformance_record_has_a_legend_entry() -> None:
 
 def test_a_conformance_code_without_a_legend_entry_stops_the_render() -> None:
     record = conformance_tables.load_record(REPO_ROOT / "results")
-    design = record["designs"][0]
-    case_id = record["cases"][0]["id"]
-    odd = {**record, "designs": [{**design, "cases": {**design["cases"], case_id: {"verdict": "fail", "code": "teapot"}}}]}
+    assert record is not None
+    design = record.designs[0]
+    teapot = {**design.cases, record.cases[0].id: Answer(verdict="fail", code="teapot")}
+    odd = dataclasses.replace(record, designs=[dataclasses.replace(design, cases=teapot)])
     with pytest.raises(ValueError, match="'teapot' has no entry in the legend"):
         conformance_grid.grid_page(odd)

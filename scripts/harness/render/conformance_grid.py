@@ -14,61 +14,76 @@ is the summary table (conformance-summary.md) the page shows above the grid.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from harness.model.records.conformance import Answer, ConformanceCase, ConformanceDesign, ConformanceRecord
 from harness.render.conformance_tables import (
-    CODES, COLOURS, HEADER, LEGEND, MARKS, NOT_MEASURED, RECORD_NAME, case_anchor, code_legend, grouped_cases,
-    load_record, placed_designs)
+    CODES,
+    COLOURS,
+    HEADER,
+    LEGEND,
+    MARKS,
+    NOT_MEASURED,
+    RECORD_NAME,
+    case_anchor,
+    code_legend,
+    grouped_cases,
+    load_record,
+)
 from harness.render.grid import Column, grid_table, legend_mark, mark_cell, not_run_cell
 
 # A set of answers shared by this many designs or more behind nginx is labelled by count, the others by name.
 NAMED_UP_TO = 4
 
 
-def numbered_cases(record: dict[str, Any]) -> dict[str, int]:
+def numbered_cases(record: ConformanceRecord) -> dict[str, int]:
     """Each case's number: its place in the record, as the list of every case shows it."""
-    return {case["id"]: number for number, case in enumerate(record["cases"], 1)}
+    return {case.id: number for number, case in enumerate(record.cases, 1)}
 
 
-def _cell(case: dict[str, Any], number: int, result: dict[str, Any] | None) -> str:
+def _cell(case: ConformanceCase, number: int, result: Answer | None) -> str:
     if result is None:
         return not_run_cell()
-    code_legend(result["code"])  # a code without a legend entry stops the render
-    said = f"{number}. {case['short']}: {result['verdict']}, {result['code']}"
-    return mark_cell(COLOURS[result["verdict"]], MARKS[result["verdict"]], said)
+    code_legend(result.code)  # a code without a legend entry stops the render
+    said = f"{number}. {case.short}: {result.verdict}, {result.code}"
+    return mark_cell(COLOURS[result.verdict], MARKS[result.verdict], said)
 
 
-def _cells(cases: list[dict[str, Any]], numbers: dict[str, int], design: dict[str, Any]) -> list[str]:
-    return [_cell(case, numbers[case["id"]], design["cases"].get(case["id"])) for case in cases]
+def _cells(cases: list[ConformanceCase], numbers: dict[str, int], design: ConformanceDesign) -> list[str]:
+    return [_cell(case, numbers[case.id], design.cases.get(case.id)) for case in cases]
 
 
-def group_grids(record: dict[str, Any], behind_nginx: bool) -> str:
+def group_grids(record: ConformanceRecord, behind_nginx: bool) -> str:
     """One grid per group: a row per design alone, or per distinct set of answers behind nginx."""
     numbers = numbered_cases(record)
-    designs = placed_designs(record, behind_nginx)
+    designs = record.placed_designs(behind_nginx)
     if not designs:
         return ""
     out = []
     for group, cases in grouped_cases(record):
         if not cases:  # a run of chosen cases (--case) leaves some groups empty
             continue
-        columns = [Column(str(numbers[case["id"]]), f"#{case_anchor(case)}", case["short"]) for case in cases]
+        columns = [Column(str(numbers[case.id]), f"#{case_anchor(case)}", case.short) for case in cases]
         if behind_nginx:
             rows = _merged_rows(cases, numbers, designs)
         else:
-            rows = [(design["design"], _cells(cases, numbers, design)) for design in designs]
-        out.append(f"**{group['title']}** (cases {numbers[cases[0]['id']]}–{numbers[cases[-1]['id']]})\n")
+            rows = [(design.design, _cells(cases, numbers, design)) for design in designs]
+        out.append(f"**{group.title}** (cases {numbers[cases[0].id]}–{numbers[cases[-1].id]})\n")
         out.append(grid_table(columns, rows))
     return "\n".join(out)
 
 
-def _merged_rows(cases: list[dict[str, Any]], numbers: dict[str, int],
-                 designs: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+def _answered(design: ConformanceDesign, case: ConformanceCase) -> tuple[str, str]:
+    """The verdict and code of a design's answer to a case; empty where it was not sent."""
+    answer = design.cases.get(case.id)
+    return (answer.verdict, answer.code) if answer is not None else ("", "")
+
+
+def _merged_rows(cases: list[ConformanceCase], numbers: dict[str, int],
+                 designs: list[ConformanceDesign]) -> list[tuple[str, list[str]]]:
     """A row per distinct set of answers (verdict and code per case), most designs first."""
-    shared: dict[tuple[tuple[str, str], ...], list[dict[str, Any]]] = {}
+    shared: dict[tuple[tuple[str, str], ...], list[ConformanceDesign]] = {}
     for design in designs:
-        key = tuple((design["cases"].get(case["id"], {}).get("verdict", ""),
-                     design["cases"].get(case["id"], {}).get("code", "")) for case in cases)
+        key = tuple(_answered(design, case) for case in cases)
         shared.setdefault(key, []).append(design)
     groups = sorted(shared.values(), key=len, reverse=True)
     rows = []
@@ -78,13 +93,13 @@ def _merged_rows(cases: list[dict[str, Any]], numbers: dict[str, int],
         elif index == 0 and len(members) >= NAMED_UP_TO:
             label = f"the {len(members)} others"
         else:
-            label = ", ".join(member["design"] for member in members)
+            label = ", ".join(member.design for member in members)
         rows.append((label, _cells(cases, numbers, members[0])))
     # the largest set last, so 'the N others' follows the designs it excludes
     return rows[1:] + rows[:1] if len(rows) > 1 and rows[0][0].startswith("the ") else rows
 
 
-def legend(record: dict[str, Any]) -> str:
+def legend() -> str:
     """Every mark on its colour, every code a tooltip or the text matrix shows."""
     verdict_of = {symbol: verdict for verdict, symbol in MARKS.items()}
     marks = "\n".join(f"- {legend_mark(COLOURS[verdict_of[symbol]], symbol)} **{verdict_of[symbol]}**: {meaning}"
@@ -95,11 +110,11 @@ def legend(record: dict[str, Any]) -> str:
             f'??? info "What the answers in a cell\'s tooltip and in the text matrix mean"\n\n{codes}\n')
 
 
-def grid_page(record: dict[str, Any] | None) -> str:
+def grid_page(record: ConformanceRecord | None) -> str:
     if record is None:
         return NOT_MEASURED
     alone, proxied = group_grids(record, False), group_grids(record, True)
-    text = legend(record) + "\n" + alone
+    text = legend() + "\n" + alone
     if proxied:
         text += ("\n### Behind nginx\n\nEach design behind `servers/nginx_reverse_proxy.conf`: nginx reads the "
                  "request first, so designs that answer alike share a row.\n\n" + proxied)

@@ -18,8 +18,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
+from harness.model.records.conformance import (
+    Answer,
+    CaseGroup,
+    ConformanceCase,
+    ConformanceDesign,
+    ConformanceRecord,
+    CorpusVerdict,
+    ParserAnswer,
+)
 from harness.render.presentation import design_link, wide_table
 
 RECORD_NAME = "conformance.json"
@@ -73,9 +81,12 @@ def code_legend(code: str) -> list[str]:
 COLUMNS_PER_TABLE = 5
 
 
-def load_record(results_dir: Path) -> dict[str, Any] | None:
+def load_record(results_dir: Path) -> ConformanceRecord | None:
+    """results_dir/conformance.json, typed; None when it is missing."""
     path = results_dir / RECORD_NAME
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    if not path.exists():
+        return None
+    return ConformanceRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
 
 
 def _escape(text: str) -> str:
@@ -91,70 +102,65 @@ def mark(verdict: str) -> str:
     return f'<span class="sv {COLOURS[verdict]}">{MARKS[verdict]}</span>'
 
 
-def cell(result: dict[str, Any]) -> str:
-    return f"{mark(result['verdict'])} {_escape(result['code'])}"
+def cell(result: Answer | ParserAnswer) -> str:
+    return f"{mark(result.verdict)} {_escape(result.code)}"
 
 
-def score(design: dict[str, Any]) -> tuple[int, int, int]:
+def score(design: ConformanceDesign) -> tuple[int, int, int]:
     """(passed, lenient among them, applicable)."""
-    verdicts = [result["verdict"] for result in design["cases"].values() if result["verdict"] != "n/a"]
+    verdicts = [result.verdict for result in design.cases.values() if result.verdict != "n/a"]
     passed = sum(verdict in ("pass", "lenient") for verdict in verdicts)
     return passed, sum(verdict == "lenient" for verdict in verdicts), len(verdicts)
 
 
-def verdict_line(design: dict[str, Any], cases: dict[str, dict[str, Any]], limit: int = 6) -> str:
+def verdict_line(design: ConformanceDesign, cases: dict[str, ConformanceCase], limit: int = 6) -> str:
     """'passes 80 of 97 (9 leniently); fails: no Host → 200, CL.TE → 200+200, … (+4 more)'."""
     passed, lenient, applicable = score(design)
-    if design["status"] != "ok" and not applicable:
-        return "did not run: " + "; ".join(design["problems"])
-    failed = [f"{cases[case_id]['short']} → {result['code']}" for case_id, result in design["cases"].items()
-              if result["verdict"] == "fail" and case_id in cases]
+    if design.status != "ok" and not applicable:
+        return "did not run: " + "; ".join(design.problems)
+    failed = [f"{cases[case_id].short} → {result.code}" for case_id, result in design.cases.items()
+              if result.verdict == "fail" and case_id in cases]
     text = f"passes {passed} of {applicable}" + (f" ({lenient} leniently)" if lenient else "")
     if failed:
         more = f" (+{len(failed) - limit} more)" if len(failed) > limit else ""
         text += "; fails " + ", ".join(failed[:limit]) + more
-    if design["problems"]:
-        text += "; " + "; ".join(design["problems"])
+    if design.problems:
+        text += "; " + "; ".join(design.problems)
     return _escape(text)
 
 
-def design_name(design: dict[str, Any]) -> str:
-    return design_link(design["design"]) + (" + nginx" if design["behind_nginx"] else "")
+def design_name(design: ConformanceDesign) -> str:
+    return design_link(design.design) + (" + nginx" if design.behind_nginx else "")
 
 
-def plain_name(design: dict[str, Any]) -> str:
-    return f"`{design['design']}`" + (" + nginx" if design["behind_nginx"] else "")
+def plain_name(design: ConformanceDesign) -> str:
+    return f"`{design.design}`" + (" + nginx" if design.behind_nginx else "")
 
 
-def summary_table(record: dict[str, Any]) -> str:
-    cases = {case["id"]: case for case in record["cases"]}
+def summary_table(record: ConformanceRecord) -> str:
+    cases = {case.id: case for case in record.cases}
     lines = ["| Design | Passes | Verdict |", "|---|---:|---|"]
-    for design in record["designs"]:
+    for design in record.designs:
         passed, _, applicable = score(design)
         lines.append(f"| {design_name(design)} | {passed}/{applicable} | {verdict_line(design, cases)} |")
     return "\n".join(lines) + "\n"
 
 
-def caption(record: dict[str, Any]) -> str:
-    environment = record["environment"]
-    return (f"*{len(record['cases'])} cases, {len(record['designs'])} designs (alone and behind nginx), "
-            f"{record['mode']} run {record['started_utc']} to {record['finished_utc']}; Python "
-            f"{environment.get('python', '?')}, {environment.get('tools', {}).get('nginx', 'nginx ?')}; "
-            f"command `{' '.join(record['command'])}`.*\n")
+def caption(record: ConformanceRecord) -> str:
+    environment = record.environment
+    return (f"*{len(record.cases)} cases, {len(record.designs)} designs (alone and behind nginx), "
+            f"{record.mode} run {record.started_utc} to {record.finished_utc}; Python "
+            f"{environment.python}, {environment.tools.get('nginx', 'nginx ?')}; "  # tools: name -> version
+            f"command `{' '.join(record.command)}`.*\n")
 
 
-def placed_designs(record: dict[str, Any], behind_nginx: bool) -> list[dict[str, Any]]:
-    """The record's designs measured alone, or behind nginx."""
-    return [design for design in record["designs"] if design["behind_nginx"] == behind_nginx]
-
-
-def grouped_cases(record: dict[str, Any]) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+def grouped_cases(record: ConformanceRecord) -> list[tuple[CaseGroup, list[ConformanceCase]]]:
     """Each group of the record with its cases, in the record's order (a run of chosen cases may leave one empty)."""
-    return [(group, [case for case in record["cases"] if case["group"] == group["id"]]) for group in record["groups"]]
+    return [(group, [case for case in record.cases if case.group == group.id]) for group in record.groups]
 
 
-def matrix(record: dict[str, Any], behind_nginx: bool) -> str:
-    designs = placed_designs(record, behind_nginx)
+def matrix(record: ConformanceRecord, behind_nginx: bool) -> str:
+    designs = record.placed_designs(behind_nginx)
     if not designs:
         return ""
     out = []
@@ -162,173 +168,172 @@ def matrix(record: dict[str, Any], behind_nginx: bool) -> str:
         for start in range(0, len(cases), COLUMNS_PER_TABLE):
             part = cases[start:start + COLUMNS_PER_TABLE]
             suffix = f" ({start // COLUMNS_PER_TABLE + 1})" if len(cases) > COLUMNS_PER_TABLE else ""
-            out.append(f"**{group['title']}{suffix}**\n")  # bold, not a heading: the page folds this text away
-            out.append("| Design | " + " | ".join(_escape(case["short"]) for case in part) + " |")
+            out.append(f"**{group.title}{suffix}**\n")  # bold, not a heading: the page folds this text away
+            out.append("| Design | " + " | ".join(_escape(case.short) for case in part) + " |")
             out.append("|---|" + "---|" * len(part))
             for design in designs:
-                cells = [cell(design["cases"][case["id"]]) if case["id"] in design["cases"] else "–" for case in part]
+                cells = [cell(design.cases[case.id]) if case.id in design.cases else "–" for case in part]
                 out.append(f"| {plain_name(design)} | " + " | ".join(cells) + " |")  # linked once, in the verdicts
             out.append("")
     return "\n".join(out)
 
 
-def smuggling_page(record: dict[str, Any]) -> str:
-    cases = [case for case in record["cases"] if case["group"] == "smuggling"]
-    designs = [design for design in record["designs"] if not design["behind_nginx"]]
+def fails(design: ConformanceDesign, case: ConformanceCase) -> bool:
+    """Did the design fail the case (a case it was not sent is not failed)?"""
+    answer = design.cases.get(case.id)
+    return answer is not None and answer.verdict == "fail"
+
+
+def smuggling_page(record: ConformanceRecord) -> str:
+    cases = [case for case in record.cases if case.group == "smuggling"]
+    designs = record.placed_designs(behind_nginx=False)
     out = []
     for case in cases:
-        served = [design for design in designs if design["cases"].get(case["id"], {}).get("verdict") == "fail"]
-        cve = f" ({case['cve']})" if case.get("cve") else ""
-        out.append(f"**{_escape(case['title'])}**{cve}. *The RFC:* {case['rfc']} ({case['section']})\n")
+        served = [design for design in designs if fails(design, case)]
+        cve = f" ({case.cve})" if case.cve else ""
+        out.append(f"**{_escape(case.title)}**{cve}. *The RFC:* {case.rfc} ({case.section})\n")
         if not served:
             out.append("- No design alone lets it through: every one refuses or closes.\n")
             continue
-        attack = case.get("attack", "the hidden request is answered as a request of its own")
+        attack = case.attack or "the hidden request is answered as a request of its own"
         outcomes: dict[tuple[str, str], list[str]] = {}  # one line per distinct outcome, its designs listed
         for design in served:
-            result = design["cases"][case["id"]]
-            outcomes.setdefault((result["code"], attacker_gets(result, attack)), []).append(f"`{design['design']}`")
+            result = design.cases[case.id]
+            outcomes.setdefault((result.code, attacker_gets(result, attack)), []).append(f"`{design.design}`")
         for (code, gets), names in outcomes.items():
             out.append(f"- answered `{code}` ({', '.join(names)}): {gets}.")
         out.append("")
-    proxied = [design for design in record["designs"] if design["behind_nginx"]]
+    proxied = record.placed_designs(behind_nginx=True)
     if proxied:
-        leaks = [(design, case) for design in proxied for case in cases
-                 if design["cases"].get(case["id"], {}).get("verdict") == "fail"]
+        leaks = [(design, case) for design in proxied for case in cases if fails(design, case)]
         out.append("**Behind nginx:** " + ("no design lets any of these through: nginx refuses them or closes "
                                           "the connection after the first answer (`keepalive_timeout 0`)."
                                           if not leaks else
-                                          "; ".join(f"{design_link(design['design'])} lets `{case['short']}` "
-                                                    f"through ({design['cases'][case['id']]['code']})"
+                                          "; ".join(f"{design_link(design.design)} lets `{case.short}` "
+                                                    f"through ({design.cases[case.id].code})"
                                                     for design, case in leaks) + "."))
     return "\n".join(out) + "\n"
 
 
-def attacker_gets(result: dict[str, Any], attack: str) -> str:
+def attacker_gets(result: Answer, attack: str) -> str:
     """What a failed smuggling cell hands an attacker, in words."""
-    if "+" in result["code"]:
-        second = result["code"].split("+", 1)[1].split()[0]
+    if "+" in result.code:
+        second = result.code.split("+", 1)[1].split()[0]
         if not second.startswith("2"):  # a second answer that refuses: nothing hidden was served
             return (f"it answered before reading the body, then refused the bytes after it with {second}: the "
                     "hidden request was not served, but one request drew two answers, so a front end that "
                     "reuses the connection can hand the second to the next client")
         return attack
-    if "open" in result["code"] or result.get("ended") == "open":
+    if "open" in result.code or result.ended == "open":
         return ("it kept the connection open after a request whose framing the RFC says must end it: the next bytes "
                 "on it are read from wherever this server decided the request ended, which a front end may not "
                 "agree with")
-    if result["code"].split("+")[0] in ("200", "405"):
+    if result.code.split("+")[0] in ("200", "405"):
         return ("it accepted framing the RFC refuses, then closed: the hidden request was not served here, but a "
                 "front end that reads the bytes the other way and keeps its upstream connection open would disagree "
                 "with it about where the request ends")
-    return result.get("reason", "")
+    return result.reason or ""
 
 
-def parser_names(record: dict[str, Any]) -> list[str]:
-    first = next(iter(record["parsers"].values()), {})
-    return list(first)
-
-
-def parsers_page(record: dict[str, Any]) -> str:
+def parsers_page(record: ConformanceRecord) -> str:
     """The parsers side by side: reference tables, wider than the page's column, so each scrolls, case pinned."""
     return wide_table(_parsers_tables(record))
 
 
-def _parsers_tables(record: dict[str, Any]) -> str:
-    names = parser_names(record)
-    versions = record["environment"].get("tools", {})
+def _parsers_tables(record: ConformanceRecord) -> str:
+    names = record.parser_names()
+    versions = record.environment.tools
     out = ["| Case | " + " | ".join(f"{name} ({versions.get(name, '?')})" for name in names) + " |",
            "|---|" + "---|" * len(names)]
-    for case in record["cases"]:
-        row = record["parsers"][case["id"]]
-        out.append(f"| {_escape(case['short'])} | " + " | ".join(cell(row[name]) for name in names) + " |")
+    for case in record.cases:
+        row = record.parsers[case.id]
+        out.append(f"| {_escape(case.short)} | " + " | ".join(cell(row[name]) for name in names) + " |")
     out.append("")
     scores = []
     for name in names:
-        verdicts = [record["parsers"][case["id"]][name]["verdict"] for case in record["cases"]]
+        verdicts = [record.parsers[case.id][name].verdict for case in record.cases]
         scores.append(f"{name} passes {sum(v in ('pass', 'lenient') for v in verdicts)} of {len(verdicts)}")
     out.append("*" + "; ".join(scores) + ".*\n")
     out.append("### Where they disagree\n")
     out.append("| Case | " + " | ".join(names) + " | What the RFC supports |")
     out.append("|---|" + "---|" * len(names) + "---|")
-    for case in record["cases"]:
-        row = record["parsers"][case["id"]]
-        if len({row[name]["code"] for name in names}) > 1:
-            right = [name for name in names if row[name]["verdict"] == "pass"]
-            allowed = [name for name in names if row[name]["verdict"] == "lenient"]
+    for case in record.cases:
+        row = record.parsers[case.id]
+        if len({row[name].code for name in names}) > 1:
+            right = [name for name in names if row[name].verdict == "pass"]
+            allowed = [name for name in names if row[name].verdict == "lenient"]
             support = (f"{', '.join(right) or 'none of them'}" + (f" (also allowed: {', '.join(allowed)})"
                                                                    if allowed else "")
-                       + f": {case['section']}, {case['rfc']}")
-            out.append(f"| {_escape(case['short'])} | " + " | ".join(cell(row[name]) for name in names)
+                       + f": {case.section}, {case.rfc}")
+            out.append(f"| {_escape(case.short)} | " + " | ".join(cell(row[name]) for name in names)
                        + f" | {_escape(support)} |")
     out.append("")
     out.append(gunicorn_corpus_section(record, names))
     return "\n".join(out)
 
 
-def gunicorn_corpus_section(record: dict[str, Any], names: list[str]) -> str:
-    corpus = record.get("gunicorn_corpus", {})
+def gunicorn_corpus_section(record: ConformanceRecord, names: list[str]) -> str:
+    corpus = record.gunicorn_corpus
     out = ["### Gunicorn's own corpus\n"]
-    if not corpus.get("fetched"):
-        return "\n".join(out + [f"*Not fetched in this run: {corpus.get('reason', 'no corpus in the record')}.*\n"])
-    requests = corpus["requests"]
-    out.append(f"*{len(requests)} requests of gunicorn {corpus['gunicorn_version']}'s `tests/requests/` "
-               f"(`{corpus['command']}`, unpacked under build/), fed to each parser whole.*\n")
+    if not corpus.fetched:
+        return "\n".join(out + [f"*Not fetched in this run: {corpus.reason or 'no reason given'}.*\n"])
+    requests = corpus.requests
+    out.append(f"*{len(requests)} requests of gunicorn {corpus.gunicorn_version}'s `tests/requests/` "
+               f"(`{corpus.command}`, unpacked under build/), fed to each parser whole.*\n")
     out.append("| Gunicorn files | " + " | ".join(f"{name} accepts / refuses / waits" for name in names) + " |")
     out.append("|---|" + "---:|" * len(names))
     for valid in (True, False):
         for needs in (False, True):
-            subset = [request for request in requests if request["valid"] == valid and request["needs_setting"] == needs]
+            subset = [request for request in requests if request.valid == valid and request.needs_setting == needs]
             if not subset:
                 continue
             label = ("valid/" if valid else "invalid/") + (" (under a gunicorn setting)" if needs else "")
             counts = []
             for name in names:
-                outcomes = [request["parsers"][name]["outcome"] for request in subset]
+                outcomes = [request.parsers[name].outcome for request in subset]
                 counts.append(" / ".join(str(outcomes.count(outcome)) for outcome in ("accept", "reject", "incomplete")))
             out.append(f"| {label} ({len(subset)}) | " + " | ".join(counts) + " |")
     out.append("")
-    split = [request for request in requests if not request["needs_setting"]
-             and len({request["parsers"][name]["outcome"] for name in names}) > 1]
+    split = [request for request in requests if not request.needs_setting
+             and len({request.parsers[name].outcome for name in names}) > 1]
     out.append(f"The {len(split)} files (under gunicorn's default settings) on which the three parsers disagree:\n")
     out.append("| File | " + " | ".join(names) + " |")
     out.append("|---|" + "---|" * len(names))
     for request in split:
-        out.append(f"| {request['name']} | " + " | ".join(
-            _escape(parse_cell(request["parsers"][name])) for name in names) + " |")
+        out.append(f"| {request.name} | " + " | ".join(
+            _escape(parse_cell(request.parsers[name])) for name in names) + " |")
     return "\n".join(out) + "\n"
 
 
-def parse_cell(parsed: dict[str, Any]) -> str:
-    if parsed["outcome"] == "reject":
-        return f"refuses ({parsed['status']})"
-    if parsed["outcome"] == "accept":
-        return "accepts" + (f" ×{parsed['requests']}" if parsed["requests"] > 1 else "")
+def parse_cell(parsed: CorpusVerdict) -> str:
+    if parsed.outcome == "reject":
+        return f"refuses ({parsed.status})"
+    if parsed.outcome == "accept":
+        return "accepts" + (f" ×{parsed.requests}" if parsed.requests > 1 else "")
     return "waits"
 
 
-def case_anchor(case: dict[str, Any]) -> str:
+def case_anchor(case: ConformanceCase) -> str:
     """The id of the case's row in the list of every case (the grid's column headers link to it)."""
-    return f"case-{case['id']}"
+    return f"case-{case.id}"
 
 
-def cases_page(record: dict[str, Any]) -> str:
+def cases_page(record: ConformanceRecord) -> str:
     out = []
-    for group in record["groups"]:
-        out.append(f"#### {group['title']}\n")
+    for group in record.groups:
+        out.append(f"#### {group.title}\n")
         out.append("| Case | Bytes sent | The RFC asks | Section |")
         out.append("|---|---|---|---|")
-        for number, case in enumerate(record["cases"], 1):
-            if case["group"] != group["id"]:
+        for number, case in enumerate(record.cases, 1):
+            if case.group != group.id:
                 continue
-            shown = case["request"].replace("{filler}", f"{{{case.get('filler', '')} × {case.get('filler_count', 0)}}}")
+            shown = case.request.replace("{filler}", f"{{{case.filler or ''} × {case.filler_count or 0}}}")
             printable = repr(shown)[1:-1].replace("`", "\\`")
-            asks = " or ".join(case["expect"]) + (f" (also allowed: {', '.join(case['lenient'])})"
-                                                  if case.get("lenient") else "")
-            cve = f"; {case['cve']}" if case.get("cve") else ""
-            out.append(f"| <a id=\"{case_anchor(case)}\"></a>{number}. {_escape(case['short'])}: {_escape(case['title'])} | "
+            asks = " or ".join(case.expect) + (f" (also allowed: {', '.join(case.lenient)})" if case.lenient else "")
+            cve = f"; {case.cve}" if case.cve else ""
+            out.append(f"| <a id=\"{case_anchor(case)}\"></a>{number}. {_escape(case.short)}: {_escape(case.title)} | "
                        f"`{_escape(printable)}` | "
-                       f"{_escape(asks)}: {_escape(case['rfc'])} | {case['section']}{cve} |")
+                       f"{_escape(asks)}: {_escape(case.rfc)} | {case.section}{cve} |")
         out.append("")
     return "\n".join(out)
 

@@ -20,6 +20,7 @@ import argparse
 from pathlib import Path
 
 from harness.model.catalogue import Catalogue
+from harness.model.records.conformance import ConformanceRecord
 from harness.suites.conformance.conformance_run import run_suite
 
 __all__ = ["add_arguments", "run_suite"]
@@ -36,6 +37,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                  "full run, build/results/ otherwise)")
 
 
-def run(catalogue: Catalogue, args: argparse.Namespace) -> tuple[Path, dict]:
+def run(catalogue: Catalogue, args: argparse.Namespace) -> tuple[Path, ConformanceRecord]:
     return run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs,
                      with_gunicorn_corpus=not args.no_gunicorn_corpus)

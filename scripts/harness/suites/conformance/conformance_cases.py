@@ -13,9 +13,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.model.catalogue import CATALOGUE_DIR
+from harness.model.records.conformance import CaseGroup, ConformanceCase, ConformanceRunSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"
@@ -54,16 +55,23 @@ class Case:
     def smuggling(self) -> bool:
         return self.group == "smuggling"
 
-    def to_json(self) -> dict[str, Any]:
-        fields = asdict(self)
-        fields["bytes"] = len(self.data)
-        return {key: value for key, value in fields.items() if value not in ("", [], 0, False) or key == "answers"}
+    def to_record(self) -> ConformanceCase:
+        """The case as the record keeps it: a setting at its empty default left out, and the length of its bytes."""
+        return ConformanceCase(id=self.id, group=self.group, short=self.short, title=self.title, request=self.request,
+                               expect=self.expect, section=self.section, rfc=self.rfc, lenient=self.lenient or None,
+                               answers=self.answers, close_after=self.close_after or None,
+                               no_interim=self.no_interim or None, applies=self.applies, cve=self.cve or None,
+                               attack=self.attack or None, parser_expect=self.parser_expect or None,
+                               filler=self.filler or None, filler_count=self.filler_count or None, bytes=len(self.data))
 
 
 @dataclass(frozen=True)
 class Group:
     id: str
     title: str
+
+    def to_record(self) -> CaseGroup:
+        return CaseGroup(id=self.id, title=self.title)
 
 
 @dataclass(frozen=True)
@@ -93,9 +101,10 @@ class ConformanceSettings:
     behind_nginx: str = "none"  # "all": every design also behind servers/nginx_reverse_proxy.conf
     designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
 
-    def to_record(self, jobs: int) -> dict[str, Any]:
+    def to_record(self, jobs: int) -> ConformanceRunSettings:
         """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
-        return {**{key: value for key, value in asdict(self).items() if key != "designs"}, "jobs": jobs}
+        return ConformanceRunSettings(bound=self.bound, quiet=self.quiet, delay=self.delay, jobs=jobs,
+                                      behind_nginx=self.behind_nginx)
 
 
 def load_corpus(path: Path = CASES_FILE) -> Corpus:

@@ -13,6 +13,7 @@ The reference parsers (clients/reference_parsers.py) and gunicorn's own corpus
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import sys
 import threading
 import time
@@ -21,7 +22,18 @@ from typing import Any
 
 from harness.clients import gunicorn_corpus, raw_exchange, reference_parsers
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.conformance import (
+    Answer,
+    ConformanceDesign,
+    ConformanceRecord,
+    CorpusRequest,
+    CorpusVerdict,
+    GunicornCorpus,
+    Parsed,
+    ParserAnswer,
+)
 from harness.suites.conformance.conformance_cases import (
     Case,
     ConformanceSettings,
@@ -48,9 +60,9 @@ def get_only(server: Any, settings: ConformanceSettings) -> bool:
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettings, log_root: Path,
-                progress: Any) -> dict[str, Any]:
+                progress: Any) -> ConformanceDesign:
     """Every case against one design (maybe behind nginx); restarted if it dies, at most twice."""
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, Answer] = {}
     problems: list[str] = []
     commands: list[list[str]] = []
     remaining = list(cases)
@@ -69,27 +81,30 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
                         raise KeyboardInterrupt
                     case = remaining.pop(0)
                     if case.applies == "non-get" and only_get:
-                        results[case.id] = {"verdict": "n/a", "code": "GET-only", "reason": "answers 405 to POST"}
+                        results[case.id] = Answer(verdict="n/a", code="GET-only", reason="answers 405 to POST")
                         continue
                     answer = raw_exchange.exchange(server.target_host, server.target_port, case.data,
                                                    settings.bound, settings.quiet)
                     judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09,
                                              answer.other_version)
-                    results[case.id] = {**judgement.to_json(), **answer.to_json()}  # one flat entry per cell
+                    # one flat entry per cell: the judgement, then what came back (the exchange's own dict)
+                    results[case.id] = Answer.from_json({**judgement.to_json(), **answer.to_json()},
+                                                        f"{subject.name}: {case.id}")
                     progress(subject.name, case.id)
                     if not server.alive():
                         problems.append(f"died after case {case.id}")
-                        results[case.id]["reason"] = results[case.id].get("reason", "") + " (the server died)"
+                        results[case.id] = dataclasses.replace(
+                            results[case.id], reason=(results[case.id].reason or "") + " (the server died)")
                         break
         except processes.ServerStartError as error:
             problems.append(f"did not start: {error.args[0].splitlines()[0]}")
             break
     for case in remaining:
-        results[case.id] = {"verdict": "n/a", "code": "not run", "reason": "the design did not start"}
-    return {"name": subject.name, "design": subject.design.name, "title": subject.design.title,
-            "behind_nginx": subject.behind_nginx, "get_only": only_get,
-            "status": "ok" if not problems else "failed", "problems": problems, "server_commands": commands,
-            "cases": results}
+        results[case.id] = Answer(verdict="n/a", code="not run", reason="the design did not start")
+    return ConformanceDesign(name=subject.name, design=subject.design.name, title=subject.design.title,
+                             behind_nginx=subject.behind_nginx, get_only=only_get,
+                             status="ok" if not problems else "failed", problems=problems, server_commands=commands,
+                             cases=results)
 
 
 def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: ConformanceSettings) -> list[Subject]:
@@ -109,7 +124,7 @@ def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: Confor
     return subjects
 
 
-def parser_results(cases: list[Case]) -> dict[str, dict[str, Any]]:
+def parser_results(cases: list[Case]) -> dict[str, dict[str, ParserAnswer]]:
     """Every case through every reference parser, judged as the live answers are."""
     results = {}
     for case in cases:
@@ -119,34 +134,35 @@ def parser_results(cases: list[Case]) -> dict[str, dict[str, Any]]:
                                                 verdict.keep_alive)
             parsed = {key: value for key, value in verdict.to_json().items()
                       if key != "parser" and value not in ("", None)}  # the parser's name is the key already
-            row[name] = {**judgement.to_json(), "parsed": parsed}
+            row[name] = ParserAnswer(verdict=judgement.verdict, code=judgement.code, reason=judgement.reason or None,
+                                     parsed=Parsed.from_json(parsed, f"parser {name}: {case.id}"))
         results[case.id] = row
     return results
 
 
-def corpus_results() -> dict[str, Any]:
+def corpus_results() -> GunicornCorpus:
     """Gunicorn's valid/ and invalid/ requests through the reference parsers (fetched into build/ with pip)."""
     version = gunicorn_corpus.pinned_version()
     try:
         requests = gunicorn_corpus.load(gunicorn_corpus.fetch(version))
     except gunicorn_corpus.CorpusUnavailable as error:
-        return {"gunicorn_version": version, "fetched": False, "reason": str(error), "requests": []}
+        return GunicornCorpus(gunicorn_version=version, fetched=False, reason=str(error), requests=[])
     rows = []
     for request in requests:
         verdicts = reference_parsers.run_all(request.data)
-        rows.append({"name": request.name, "valid": request.valid, "needs_setting": request.needs_setting,
-                     "bytes": len(request.data),
-                     "parsers": {name: {"outcome": verdict.outcome, "requests": verdict.requests,
-                                        "status": verdict.status, "detail": verdict.detail[:120]}
-                                 for name, verdict in verdicts.items()}})
-    return {"gunicorn_version": version, "fetched": True,
-            "command": f"pip download --no-binary :all: --no-deps gunicorn=={version}", "requests": rows}
+        rows.append(CorpusRequest(name=request.name, valid=request.valid, needs_setting=request.needs_setting,
+                                  bytes=len(request.data),
+                                  parsers={name: CorpusVerdict(outcome=verdict.outcome, requests=verdict.requests,
+                                                               status=verdict.status, detail=verdict.detail[:120])
+                                           for name, verdict in verdicts.items()}))
+    return GunicornCorpus(gunicorn_version=version, fetched=True,
+                          command=f"pip download --no-binary :all: --no-deps gunicorn=={version}", requests=rows)
 
 
 def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: list[str] | None, quick: bool,
               out_dir: Path | None, corpus: Corpus | None = None,
               log_root: Path = launcher.LOG_DIR / "conformance", jobs: int | None = None,
-              with_gunicorn_corpus: bool = True) -> tuple[Path, dict[str, Any]]:
+              with_gunicorn_corpus: bool = True) -> tuple[Path, ConformanceRecord]:
     """Run the cases against the designs and the parsers; write the record atomically; return its path and it."""
     corpus = corpus or load_corpus()
     settings = corpus.run_settings(quick)
@@ -171,25 +187,25 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         except BaseException:
             STOPPING.set()  # Ctrl-C or a bug: every design stops after its current case and stops its server
             raise
-    record = {
-        "schema": SCHEMA_VERSION,
-        "suite": "conformance",
-        "title": "HTTP/1.1 conformance",
-        "mode": "quick" if quick else "full",
-        "command": ["python", "scripts/bench.py", *sys.argv[1:]] if sys.argv[1:2] == ["conformance"] else sys.argv,
-        "settings": settings.to_record(jobs_run),
-        "groups": [{"id": group.id, "title": group.title} for group in corpus.groups],
-        "cases": [case.to_json() for case in cases],
-        "environment": describe_machine({"server": None, "load": None},
-                                        {**tool_versions(), **reference_parsers.versions()}),
-        "started_utc": started,
-        "designs": designs,
-        "parsers": parser_results(cases),
-        "gunicorn_corpus": corpus_results() if with_gunicorn_corpus else {"fetched": False,
-                                                                          "reason": "not asked", "requests": []},
-        "finished_utc": utc_now(),
-    }
+    environment = describe_machine({"server": None, "load": None}, {**tool_versions(), **reference_parsers.versions()})
+    record = ConformanceRecord(
+        schema=ConformanceRecord.SCHEMA,
+        suite="conformance",
+        title="HTTP/1.1 conformance",
+        mode="quick" if quick else "full",
+        command=["python", "scripts/bench.py", *sys.argv[1:]] if sys.argv[1:2] == ["conformance"] else sys.argv,
+        settings=settings.to_record(jobs_run),
+        groups=[group.to_record() for group in corpus.groups],
+        cases=[case.to_record() for case in cases],
+        environment=Environment.from_json(environment, "environment"),
+        started_utc=started,
+        designs=designs,
+        parsers=parser_results(cases),
+        gunicorn_corpus=corpus_results() if with_gunicorn_corpus else GunicornCorpus(fetched=False, reason="not asked",
+                                                                                     requests=[]),
+        finished_utc=utc_now(),
+    )
     complete = not quick and design_names is None and case_names is None
     path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path, record
