@@ -11,7 +11,6 @@ import pytest
 from harness.clients import gunicorn_corpus, reference_parsers
 from harness.model.catalogue import load_catalogue
 from harness.model.records import RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.conformance import (
     Answer,
     ConformanceDesign,
@@ -130,13 +129,14 @@ def fixture_record() -> ConformanceRecord:
     parsed = Parsed(outcome="accept", requests=1)
     parsers = {case.id: {name: ParserAnswer(verdict="pass", code="200", parsed=parsed)
                          for name in ("h11", "httptools", "hardened")} for case in cases}
-    committed = json.loads((RESULTS_DIR / "conformance.json").read_text(encoding="utf-8"))
+    committed = conformance_tables.load_record(RESULTS_DIR)
+    assert committed is not None
     return ConformanceRecord(
         schema=1, suite="conformance", title="HTTP/1.1 conformance", mode="quick",
         command=["python", "scripts/bench.py", "conformance"],
         settings=ConformanceRunSettings(bound=2.0, quiet=0.3, delay=0.0, jobs=1, behind_nginx="none"),
         groups=[group.to_record() for group in corpus.groups], cases=[case.to_record() for case in cases],
-        environment=Environment.from_json(committed["environment"]), started_utc="2026-01-01T00:00:00Z",
+        environment=committed.environment, started_utc="2026-01-01T00:00:00Z",
         designs=[ConformanceDesign(name="asyncio-streams", design="asyncio-streams", title="t", behind_nginx=False,
                                    get_only=False, status="ok", problems=[], server_commands=[], cases=design_cases)],
         parsers=parsers, gunicorn_corpus=GunicornCorpus(fetched=False, reason="not asked", requests=[]),
