@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from harness.model.catalogue import UnknownNameError
+from harness.model.records import RESULTS_DIR
+from harness.model.records.multi_process import BalanceRecord, Bin, RestartRecord, RestartTarget
 from harness.render import multi_process_tables
 from harness.suites import balance, restart
 
@@ -65,47 +67,60 @@ def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
                 {"intended_start": 0.2, "end": 0.5, "result": "ok"},
                 {"intended_start": 0.3, "end": None, "result": "connect"}]
     bins = restart.fold(timeline, seconds=0.5)
-    assert bins[0] == {"t": 0.0, "due": 2, "ok": 2, "failed": 0, "p50_ms": 200.0, "max_ms": 300.0}
-    assert bins[1]["failed"] == 1 and bins[1]["ok"] == 0 and bins[1]["p50_ms"] is None
+    assert bins[0] == Bin(t=0.0, due=2, ok=2, failed=0, p50_ms=200.0, max_ms=300.0)
+    assert bins[1].failed == 1 and bins[1].ok == 0 and bins[1].p50_ms is None
 
 
 @pytest.mark.slow
 def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
     path, problems = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
                                          plan_path=write_restart_plan(tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2")))
-    record = json.loads(path.read_text(encoding="utf-8"))
-    graceful, naive = record["targets"]
-    assert [run["repetition"] for run in graceful["runs"]] == [0, 1]  # every run kept
-    for run in graceful["runs"]:
-        assert run["report"]["failed"] == 0 and run["report"]["complete"] == 500
-        assert len(run["restarts"]) == 2
-        assert sum(entry["due"] for entry in run["bins"]) == 500  # every request is in a bin
+    record = RestartRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+    graceful, naive = record.targets
+    assert [run.repetition for run in graceful.runs] == [0, 1]  # every run kept
+    for run in graceful.runs:
+        assert run.report.failed == 0 and run.report.complete == 500
+        assert len(run.restarts) == 2
+        assert sum(entry.due for entry in run.bins) == 500  # every request is in a bin
     # The naive way leaves a moment with no listening socket: refused connections.
-    assert all(run["report"]["failed_by_kind"]["connect"] > 0 for run in naive["runs"])
+    assert all(run.report.failed_by_kind["connect"] > 0 for run in naive.runs)
     assert problems == 0  # lost requests are the measurement, not a failure of the run
-    assert all(run["server_command"][1].endswith("event_loop_workers.py") for row in record["targets"] for run in row["runs"])
+    assert all(run.server_command[1].endswith("event_loop_workers.py") for row in record.targets for run in row.runs)
 
     # The renderer reads only the record: the table says what it measured, run by run.
     files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", results_dir=tmp_path)
     table = files[tmp_path / "generated" / "restart.md"]
     assert "| event-loop-workers (SIGHUP) | 500 | **0** (0, 0) | 0 / 0 / 0 |" in table
-    counts = [run["report"]["failed"] for run in naive["runs"]]
+    counts = [run.report.failed for run in naive.runs]
     assert f"({counts[0]:,}, {counts[1]:,}) |" in table
     assert files[tmp_path / "plots" / "restart-timeline.svg"].startswith("<?xml")
 
 
 def _restart_row(failed: list[int]) -> dict:
-    runs = [{"report": {"requests": 100, "failed": count, "failed_by_kind": {"connect": count, "read": 0},
-                        "latency_ms": {"p50": 100.0}}, "bins": [], "restarts": []} for count in failed]
-    return {"label": "x (SIGHUP)", "runs": runs}
+    """A target's row as the record keeps it, one run per count of failed requests (the rest from a real run)."""
+    committed = json.loads((RESULTS_DIR / "multi-process" / "restart.json").read_text(encoding="utf-8"))
+    run = committed["targets"][0]["runs"][0]
+    runs = [{**run, "report": {**run["report"], "requests": 100, "failed": count,
+                               "failed_by_kind": {"connect": count, "read": 0}, "latency_ms": {"p50": 100.0}},
+             "bins": [], "restarts": []} for count in failed]
+    return {"name": "x", "title": "x", "method": "signal", "signal": "SIGHUP", "label": "x (SIGHUP)", "source": "",
+            "runs": runs, "errors": []}
 
 
 def test_the_restart_table_shows_every_runs_count_and_flags_a_single_run() -> None:
-    assert "| x (SIGHUP) | 100 | **4** (9, 4, 0) | 13 / 0 / 0 | 100 / – |" in multi_process_tables._row(_restart_row([9, 4, 0]))
-    assert "**7** ⚠ one run, no spread" in multi_process_tables._row(_restart_row([7]))
-    # A record made before the suite repeated its targets keeps its one run in the row: flagged too.
-    old_row = {"label": "x (SIGHUP)", **_restart_row([3])["runs"][0]}
-    assert "**3** ⚠ one run, no spread" in multi_process_tables._row(old_row)
+    def row(data: dict) -> str:
+        return multi_process_tables._row(RestartTarget.from_json(data, "row"))
+
+    assert "| x (SIGHUP) | 100 | **4** (9, 4, 0) | 13 / 0 / 0 | 100 / – |" in row(_restart_row([9, 4, 0]))
+    assert "**7** ⚠ one run, no spread" in row(_restart_row([7]))
+    # A record made before the suite repeated its targets kept its one run in the row: read as one run, flagged too.
+    new_row = _restart_row([3])
+    old_row = {key: value for key, value in new_row.items() if key not in ("runs", "errors")} | new_row["runs"][0]
+    del old_row["repetition"]
+    assert "**3** ⚠ one run, no spread" in row(old_row)
+    # ... and one whose server did not start kept its error there.
+    refused = {key: value for key, value in new_row.items() if key not in ("runs", "errors")} | {"error": "no port"}
+    assert "| x (SIGHUP) | – | server did not start: no port |" in row(refused)
 
 
 def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_path) -> None:
@@ -118,10 +133,9 @@ def test_a_record_of_another_kind_in_the_multi_process_folder_is_an_error(tmp_pa
 def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_average(tmp_path) -> None:
     stdout = "Serving on ...\nworker 11 served 30 connections\nreloaded\nworker 12 served 10 connections\n"
     assert balance.served_per_worker(stdout) == [30, 10]
-    record = {"rows": [{"name": "event-loop-workers", "workers": 2, "served": [30, 10]}],
-              "scenario": {"requests": 40, "concurrency": 5},
-              "environment": {"pinning": {"load_tool_cpu": "1", "server_cpu": "0,1"}, "cpu_model": "cpu",
-                          "python": "3.11", "commit": "abcdef0123"}, "started_utc": "2026-11-24T00:00:00Z"}
+    committed = json.loads((RESULTS_DIR / "multi-process" / "balance.json").read_text(encoding="utf-8"))
+    record = BalanceRecord.from_json({**committed, "rows": [{**committed["rows"][0], "name": "event-loop-workers",
+                                                              "workers": 2, "served": [30, 10]}]}, "balance")
     table = multi_process_tables.balance_table(record)
     assert "| event-loop-workers | 2 | 30, 10 | 1.50 |" in table
 
@@ -130,8 +144,8 @@ def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_av
 def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
     row = balance.measure(CATALOGUE, "event-loop-workers-reuseport", 2, 200, tmp_path,
                           {"server": None, "load": None})
-    assert len(row["served"]) == 2 and row["failed"] == 0
-    assert sum(row["served"]) >= 200  # every request, plus the harness's readiness probe connection
+    assert len(row.served) == 2 and row.failed == 0
+    assert sum(row.served) >= 200  # every request, plus the harness's readiness probe connection
 
 
 def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:

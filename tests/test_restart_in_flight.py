@@ -10,6 +10,7 @@ import struct
 
 import pytest
 from harness.clients import restart_probe
+from harness.model.records.multi_process import Answer, InFlightRecord
 from harness.render import multi_process_tables
 from harness.suites import restart
 
@@ -67,23 +68,24 @@ def test_our_supervisor_finishes_the_request_in_flight_and_the_idle_client_recon
     path, problems = restart.run_restart_in_flight(CATALOGUE, quick=False, design_names=None,
                                                    out_dir=tmp_path / "out", plan_path=write_restart_plan(tmp_path, PLAN))
     assert problems == 0
-    record = json.loads(path.read_text(encoding="utf-8"))
-    (run,) = record["targets"][0]["runs"]
-    assert run["alive_at_end"]
-    (long,) = run["report"]["long"]
-    assert long["outcome"] == 200 and long["sent_s"] < 0 < long["ended_s"]  # in flight across the restart
-    (idle,) = run["report"]["idle"]
-    assert idle["first"]["outcome"] == 200 and not idle["first"]["keep_alive"]
-    assert idle["closed_by_server"] == "closed" and idle["closed_at_s"] < 0  # a clean close, before the restart
-    assert not idle["reused"] and idle["next"]["outcome"] == 200
+    record = InFlightRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+    (run,) = record.targets[0].runs
+    assert run.alive_at_end and run.report is not None
+    (long,) = run.report.long
+    assert long.outcome == 200 and long.sent_s < 0 < long.ended_s  # in flight across the restart
+    (idle,) = run.report.idle
+    assert idle.first.outcome == 200 and not idle.first.keep_alive
+    assert idle.closed_by_server == "closed"
+    assert idle.closed_at_s is not None and idle.closed_at_s < 0  # a clean close, before the restart
+    assert not idle.reused and idle.next.outcome == 200
     tables = multi_process_tables.in_flight_tables(record)
     assert "| event-loop-workers (SIGHUP) | 1 | 1 answered (1 saying Connection: close) |" in tables
     assert "1 of 1: 1 closed at" in tables and "One run per server (⚠ no spread)" in tables
 
 
 def test_the_tables_count_every_failure_kind() -> None:
-    answers = [{"outcome": 200, "keep_alive": True}, {"outcome": "closed", "keep_alive": False},
-               {"outcome": "reset", "keep_alive": False}, {"outcome": "closed", "keep_alive": False}]
+    answers = [Answer(outcome=outcome, keep_alive=keep_alive, sent_s=-0.3, ended_s=1.0, took_s=1.3)
+               for outcome, keep_alive in ((200, True), ("closed", False), ("reset", False), ("closed", False))]
     assert multi_process_tables.outcomes_label(answers) == "1 answered, **2 closed before an answer**, **1 reset**"
     assert multi_process_tables.outcomes_label([]) == "–"
     assert multi_process_tables.seconds_span([4.701, 4.704]) == "4.70 s"

@@ -4,7 +4,7 @@ For each design of DESIGNS and each worker count of WORKER_COUNTS: start the des
 with `--workers N` on every CPU, load it with our closed-loop client (every request a
 new connection, CONCURRENCY at a time, for REQUESTS requests) pinned to the second
 CPU, stop it, and read the line each worker prints as it stops ("worker PID served
-N connections"). The record keeps every worker's count; multi_process_render.py
+N connections"). The record keeps every worker's count; render/multi_process_tables.py
 renders it.
 """
 
@@ -14,7 +14,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from harness.model.catalogue import Catalogue
 from harness.model.paths import REPO_ROOT
@@ -23,8 +22,10 @@ from harness.model.records import (
     RESULTS_DIR,
     SCHEMA_VERSION,
     SCRATCH_RESULTS_DIR,
-    write_json_atomic,
+    write_record_atomic,
 )
+from harness.model.records.common import Environment
+from harness.model.records.multi_process import BalanceRecord, BalanceRow, BalanceScenario, LoadReport
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
@@ -44,7 +45,7 @@ def served_per_worker(stdout: str) -> list[int]:
 
 
 def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_dir: Path,
-            pinning: dict[str, str | None]) -> dict[str, Any]:
+            pinning: dict[str, str | None]) -> BalanceRow:
     design = catalogue.design(name)
     port = processes.free_port()
     workdir = log_dir / f"{name}-{workers}"
@@ -57,11 +58,10 @@ def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_di
     with launcher.running_design(design, port, DELAY, workdir, cpu=pinning["server"],
                                  extra_arguments=workers_argument) as server:
         result = processes.run_tool(load, timeout=120, cpu=pinning["load"])
-    report = json.loads(result.stdout)
+    report = LoadReport.from_json(json.loads(result.stdout), "http_load.py's report")
     counts = served_per_worker(server.stdout_path.read_text(encoding="utf-8"))
-    return {"name": name, "title": design.title, "workers": workers, "server_command": command, "load_command": load,
-            "served": counts, "requests_ok": report["complete"], "failed": report["failed"],
-            "exit_code": server.exit_code}
+    return BalanceRow(name=name, title=design.title, workers=workers, server_command=command, load_command=load,
+                      served=counts, requests_ok=report.complete, failed=report.failed, exit_code=server.exit_code)
 
 
 def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path:
@@ -73,12 +73,13 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
         for workers in WORKER_COUNTS:
             print(f"balance: {name}, {workers} workers", flush=True)
             rows.append(measure(catalogue, name, workers, requests, launcher.LOG_DIR / "balance", pinning))
-            print(f"  served per worker: {rows[-1]['served']}", flush=True)
-    record = {"schema": SCHEMA_VERSION, "kind": "balance",
-              "scenario": {"id": "balance", "requests": requests, "concurrency": CONCURRENCY, "delay": DELAY,
-                           "quick": quick},
-              "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
-              "started_utc": started, "finished_utc": utc_now(), "rows": rows}
+            print(f"  served per worker: {rows[-1].served}", flush=True)
+    record = BalanceRecord(
+        schema=SCHEMA_VERSION, kind="balance",
+        scenario=BalanceScenario(id="balance", requests=requests, concurrency=CONCURRENCY, delay=DELAY, quick=quick),
+        environment=Environment.from_json(describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+                                          "environment"),
+        started_utc=started, finished_utc=utc_now(), rows=rows)
     path = (out_dir or (SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / MULTI_PROCESS_DIR_NAME / RECORD_NAME
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path

@@ -39,7 +39,7 @@ import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError
 from harness.model.paths import REPO_ROOT
@@ -48,8 +48,25 @@ from harness.model.records import (
     RESULTS_DIR,
     SCHEMA_VERSION,
     SCRATCH_RESULTS_DIR,
-    write_json_atomic,
+    write_record_atomic,
 )
+from harness.model.records.common import Environment
+from harness.model.records.multi_process import (
+    Bin,
+    Failure,
+    InFlightRecord,
+    InFlightRun,
+    InFlightScenario,
+    LoadReport,
+    ProbeReport,
+    RestartMoment,
+    RestartRecord,
+    RestartRun,
+    RestartScenario,
+    RestartTarget,
+    RunError,
+)
+from harness.model.records.multi_process import InFlightTarget as InFlightRow
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
@@ -154,19 +171,21 @@ def started_client(command: list[str], cpu: str | None, log_dir: Path) -> Iterat
             processes.stop_process_group(client, grace=1.0)  # type: ignore[arg-type]
 
 
-def fold(timeline: list[dict[str, Any]], seconds: float) -> list[dict[str, Any]]:
-    """Requests by the BIN_SECONDS bin they were due in: due, ok, failed, p50 and max latency (ms) of the ok."""
-    bins: list[dict[str, Any]] = []
+def fold(timeline: list[dict[str, Any]], seconds: float) -> list[Bin]:
+    """Requests by the BIN_SECONDS bin they were due in: due, ok, failed, p50 and max latency (ms) of the ok.
+
+    The timeline is http_load.py's (`--timeline`), one entry per request: a tool's output, read as it writes it."""
+    bins: list[Bin] = []
     count = int(seconds / BIN_SECONDS) + 1
     by_bin: list[list[dict[str, Any]]] = [[] for _ in range(count)]
     for entry in timeline:
         by_bin[min(int(entry["intended_start"] / BIN_SECONDS), count - 1)].append(entry)
     for index, entries in enumerate(by_bin):
         latencies = [(entry["end"] - entry["intended_start"]) * 1000 for entry in entries if entry["result"] == "ok"]
-        bins.append({"t": round(index * BIN_SECONDS, 3), "due": len(entries), "ok": len(latencies),
-                     "failed": len(entries) - len(latencies),
-                     "p50_ms": round(statistics.median(latencies), 2) if latencies else None,
-                     "max_ms": round(max(latencies), 2) if latencies else None})
+        bins.append(Bin(t=round(index * BIN_SECONDS, 3), due=len(entries), ok=len(latencies),
+                        failed=len(entries) - len(latencies),
+                        p50_ms=round(statistics.median(latencies), 2) if latencies else None,
+                        max_ms=round(max(latencies), 2) if latencies else None))
     return bins
 
 
@@ -181,7 +200,7 @@ def restart_server(target: Target, stack: contextlib.ExitStack, server: processe
 
 
 def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, log_dir: Path,
-                   pinning: dict[str, str | None], repetition: int = 0) -> dict[str, Any]:
+                   pinning: dict[str, str | None], repetition: int = 0) -> RestartRun:
     """One run of a target: start it, load it, restart it at each moment, stop it; one run of its row."""
     design = catalogue.design(target.design)
     workdir = log_dir / f"{design.name}-{target.method}" / f"repetition-{repetition}"
@@ -195,7 +214,7 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
     def start() -> contextlib.AbstractContextManager[processes.RunningServer]:
         return launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"])
 
-    restarts: list[dict[str, float]] = []
+    restarts: list[tuple[float, float]] = []  # seconds from the load's start on the harness's clock, and taken
     server_alive = True
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(start())
@@ -205,40 +224,56 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
                 time.sleep(max(0.0, began + moment - time.perf_counter()))
                 at = time.perf_counter()
                 server = restart_server(target, stack, server, start)
-                restarts.append({"at_s": round(at - began, 3), "took_s": round(time.perf_counter() - at, 3)})
+                restarts.append((at - began, time.perf_counter() - at))
             stdout, _ = client.communicate(timeout=plan.seconds + 40)
         server_alive = server.alive()
-    report = json.loads(stdout)
+    report = LoadReport.from_json(json.loads(stdout), "http_load.py's report")
     timeline = json.loads(timeline_path.read_text(encoding="utf-8"))
     # Place the restarts on the client's clock: both read CLOCK_MONOTONIC; the client reports its start.
-    offset = began - report["clock_start_s"]
-    for restart in restarts:
-        restart["at_s"] = round(restart["at_s"] + offset, 3)
-    failures = [{"t": round(entry["intended_start"], 3), "result": entry["result"]}
+    offset = began - report.clock_start_s
+    failures = [Failure(t=round(entry["intended_start"], 3), result=entry["result"])
                 for entry in timeline if entry["result"] != "ok"]
-    return {"repetition": repetition, "server_command": command, "load_command": client_command,
-            "restarts": restarts, "report": report, "failures": failures, "bins": fold(timeline, plan.seconds),
-            "alive_at_end": server_alive, "exit_code": server.exit_code, "stderr_tail": server.stderr_tail()[-800:]}
+    return RestartRun(repetition=repetition, server_command=command, load_command=client_command,
+                      restarts=[RestartMoment(at_s=round(round(at, 3) + offset, 3), took_s=round(took, 3))
+                                for at, took in restarts],
+                      report=report, failures=failures, bins=fold(timeline, plan.seconds), alive_at_end=server_alive,
+                      exit_code=server.exit_code, stderr_tail=server.stderr_tail()[-800:])
 
 
-def take_turns(plan_id: str, repeat: int, targets: list[Any], rows: list[dict[str, Any]],
-               measure: Callable[[Any, int], dict[str, Any]]) -> None:
-    """Measure every target once, then again, `repeat` times (drift touches them alike), into its row's runs.
+TargetT = TypeVar("TargetT", "Target", "InFlightTarget")
+RunT = TypeVar("RunT", RestartRun, InFlightRun)
 
-    A server that will not start, or a run that says `error`, is kept in the row's errors; the turns go on.
+
+@dataclass
+class Turns(Generic[RunT]):
+    """One target's runs, and the runs that gave no measurement (RunError)."""
+
+    runs: list[RunT] = field(default_factory=list)
+    errors: list[RunError] = field(default_factory=list)
+
+
+def take_turns(plan_id: str, repeat: int, targets: list[TargetT], measure: Callable[[TargetT, int], RunT],
+               error_of: Callable[[RunT], str | None] = lambda run: None) -> list[Turns[RunT]]:
+    """Measure every target once, then again, `repeat` times (drift touches them alike): each target's turns.
+
+    A server that will not start, or a run whose `error_of` says why it measured nothing, is kept in the target's
+    errors (the second kept in its runs as well); the turns go on.
     """
+    turns: list[Turns[RunT]] = [Turns() for _ in targets]
     for repetition in range(repeat):
-        for target, row in zip(targets, rows):
+        for target, turn in zip(targets, turns):
             print(f"{plan_id}: {target.label}, run {repetition + 1}/{repeat}", flush=True)
             try:
                 run = measure(target, repetition)
             except processes.ServerStartError as error:
                 print(f"  server failed: {error}", file=sys.stderr, flush=True)
-                row["errors"].append({"repetition": repetition, "error": str(error)})
+                turn.errors.append(RunError(repetition=repetition, error=str(error)))
                 continue
-            if "error" in run:
-                row["errors"].append({"repetition": repetition, "error": run["error"]})
-            row["runs"].append(run)
+            error = error_of(run)
+            if error is not None:
+                turn.errors.append(RunError(repetition=repetition, error=error))
+            turn.runs.append(run)
+    return turns
 
 
 def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
@@ -256,28 +291,28 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     pinning = processes.cpu_pinning()
     started = utc_now()
     log_dir = launcher.LOG_DIR / "restart"
-    rows = [{"name": target.design, "title": catalogue.design(target.design).title, "method": target.method,
-             "signal": target.signal, "label": target.label, "source": target.source, "runs": [], "errors": []}
-            for target in targets]
 
-    def measure(target: Target, repetition: int) -> dict[str, Any]:
+    def measure(target: Target, repetition: int) -> RestartRun:
         run = measure_target(catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition)
-        print(f"  {run['report']['failed']} failed of {run['report']['requests']}", flush=True)
+        print(f"  {run.report.failed} failed of {run.report.requests}", flush=True)
         return run
 
-    take_turns(plan.id, plan.repeat, targets, rows, measure)
-    record = {
-        "schema": SCHEMA_VERSION, "kind": "restart",
-        "scenario": {"id": plan.id, "title": plan.title, "rate": plan.rate, "seconds": plan.seconds,
-                     "delay": plan.delay, "restarts": plan.restarts, "every": plan.every, "moments": plan.moments(),
-                     "repeat": plan.repeat, "bin_seconds": BIN_SECONDS, "quick": quick},
-        "environment": describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
-        "started_utc": started, "finished_utc": utc_now(), "targets": rows,
-    }
+    turns = take_turns(plan.id, plan.repeat, targets, measure)
+    rows = [RestartTarget(name=target.design, title=catalogue.design(target.design).title, method=target.method,
+                          signal=target.signal, label=target.label, source=target.source, runs=turn.runs,
+                          errors=turn.errors) for target, turn in zip(targets, turns)]
+    record = RestartRecord(
+        schema=SCHEMA_VERSION, kind="restart",
+        scenario=RestartScenario(id=plan.id, title=plan.title, rate=plan.rate, seconds=plan.seconds, delay=plan.delay,
+                                 restarts=plan.restarts, every=plan.every, moments=plan.moments(),
+                                 repeat=plan.repeat, bin_seconds=BIN_SECONDS, quick=quick),
+        environment=Environment.from_json(describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
+                                          "environment"),
+        started_utc=started, finished_utc=utc_now(), targets=rows)
     default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
-    write_json_atomic(path, record)
-    return path, sum(len(row["errors"]) + sum(1 for run in row["runs"] if run["report"]["timed_out"]) for row in rows)
+    write_record_atomic(path, record)
+    return path, sum(len(row.errors) + sum(1 for run in row.runs if run.report.timed_out) for row in rows)
 
 
 
@@ -359,33 +394,34 @@ def read_line(stream: Any, timeout: float) -> str:
 
 
 def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlightTarget, port: int, log_dir: Path,
-                      pinning: dict[str, str | None], repetition: int = 0) -> dict[str, Any]:
+                      pinning: dict[str, str | None], repetition: int = 0) -> InFlightRun:
     """One run: start the design, let the probe open its connections, restart at its line, record what it saw."""
     design = catalogue.design(target.design)
     workdir = log_dir / f"{design.name}-in-flight" / f"repetition-{repetition}"
     workdir.mkdir(parents=True, exist_ok=True)
     command = probe_command(port, plan)
-    run: dict[str, Any] = {"repetition": repetition, "probe_command": processes.pinned(command, pinning["load"])}
+    pinned_probe = processes.pinned(command, pinning["load"])
+    signal_lag_s, report, error = None, None, None
     with launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"],
                                  extra_arguments=target.arguments) as server:
-        run["server_command"] = server.command
-        print(f"  server: {' '.join(server.command)}\n  probe:  {' '.join(run['probe_command'])}", flush=True)
+        print(f"  server: {' '.join(server.command)}\n  probe:  {' '.join(pinned_probe)}", flush=True)
         with started_client(command, pinning["load"], workdir) as client:
             assert client.stdout is not None
             line = read_line(client.stdout, plan.delay + 30)
             if not line.startswith("restart "):
-                run["error"] = f"the probe never reached the restart: {line!r}"
+                error = f"the probe never reached the restart: {line!r}"
             else:
                 os.kill(server.process.pid, signal.Signals[target.signal])
-                run["signal_lag_s"] = round(time.perf_counter() - float(line.split()[1]), 4)
+                signal_lag_s = round(time.perf_counter() - float(line.split()[1]), 4)
                 try:
                     stdout, _ = client.communicate(timeout=2 * plan.delay + max(plan.next_after) + 60)
-                    run["report"] = json.loads(stdout)
-                except (subprocess.TimeoutExpired, json.JSONDecodeError) as error:
-                    run["error"] = f"the probe gave no report: {error}"
-        run["alive_at_end"] = server.alive()
-    run.update(exit_code=server.exit_code, stderr_tail=server.stderr_tail()[-800:])
-    return run
+                    report = ProbeReport.from_json(json.loads(stdout), "restart_probe.py's report")
+                except (subprocess.TimeoutExpired, json.JSONDecodeError) as problem:
+                    error = f"the probe gave no report: {problem}"
+        alive_at_end = server.alive()
+    return InFlightRun(repetition=repetition, probe_command=pinned_probe, server_command=server.command,
+                       signal_lag_s=signal_lag_s, report=report, error=error, alive_at_end=alive_at_end,
+                       exit_code=server.exit_code, stderr_tail=server.stderr_tail()[-800:])
 
 
 def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
@@ -398,20 +434,20 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
     pinning = processes.cpu_pinning()
     started = utc_now()
     log_dir = launcher.LOG_DIR / plan.id
-    rows = [{"name": target.design, "title": catalogue.design(target.design).title, "signal": target.signal,
-             "arguments": target.arguments, "label": target.label, "source": target.source, "runs": [],
-             "errors": []} for target in targets]
-    take_turns(plan.id, plan.repeat, targets, rows, lambda target, repetition: measure_in_flight(
-        catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition))
-    record = {
-        "schema": SCHEMA_VERSION, "kind": "restart-in-flight",
-        "scenario": {"id": plan.id, "title": plan.title, "delay": plan.delay, "idle": plan.idle, "long": plan.long,
-                     "restart_after": plan.restart_after, "next_after": plan.next_after, "repeat": plan.repeat,
-                     "quick": quick},
-        "environment": describe_machine(pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}),
-        "started_utc": started, "finished_utc": utc_now(), "targets": rows,
-    }
+    turns = take_turns(plan.id, plan.repeat, targets, lambda target, repetition: measure_in_flight(
+        catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition), lambda run: run.error)
+    rows = [InFlightRow(name=target.design, title=catalogue.design(target.design).title, signal=target.signal,
+                        arguments=target.arguments, label=target.label, source=target.source, runs=turn.runs,
+                        errors=turn.errors) for target, turn in zip(targets, turns)]
+    record = InFlightRecord(
+        schema=SCHEMA_VERSION, kind="restart-in-flight",
+        scenario=InFlightScenario(id=plan.id, title=plan.title, delay=plan.delay, idle=plan.idle, long=plan.long,
+                                  restart_after=plan.restart_after, next_after=plan.next_after, repeat=plan.repeat,
+                                  quick=quick),
+        environment=Environment.from_json(describe_machine(
+            pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}), "environment"),
+        started_utc=started, finished_utc=utc_now(), targets=rows)
     default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
-    write_json_atomic(path, record)
-    return path, sum(len(row["errors"]) for row in rows)
+    write_record_atomic(path, record)
+    return path, sum(len(row.errors) for row in rows)
