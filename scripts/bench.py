@@ -200,13 +200,13 @@ def command_how_fast(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The how-fast suite (harness/suites/how_fast.py); its table or profile printed from the record written."""
     if args.part == "steps":
         path = how_fast.measure_steps(args)
-        print(how_fast_tables.steps_table(json.loads(path.read_text(encoding="utf-8"))))
+        print(how_fast_tables.steps_table(how_fast_tables.load_steps(path)))
         print(f"wrote {path.relative_to(REPO_ROOT)}")
         return EXIT_OK
     path = how_fast.measure_profile(args)
     if path is None:
         return EXIT_FAILED
-    meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    meta = how_fast_tables.load_profile(path.with_suffix(".json"))
     print(how_fast_tables.profile_page(meta, how_fast_tables.read_collapsed(path.read_text(encoding="utf-8")), "(svg)"))
     print(f"wrote {path.relative_to(REPO_ROOT)} and its .json")
     return EXIT_OK
@@ -223,10 +223,10 @@ def command_streaming(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Instructions per request under callgrind (harness/suites/instructions.py); its table printed from the record."""
     path = instructions.measure(catalogue, args.quick, args.row)
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = instructions_tables.load_instructions(path)
     print(instructions_tables.instructions_page(record))
     print(f"wrote {path.relative_to(REPO_ROOT)}")
-    failed = [row["name"] for row in record["rows"] if row["problems"]]
+    failed = [row.name for row in record.rows if row.problems]
     if failed:
         print(f"FAILED: {', '.join(failed)} (see the record's problems and build/logs/instructions/)", file=sys.stderr)
         return EXIT_FAILED

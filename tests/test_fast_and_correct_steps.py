@@ -21,6 +21,7 @@ import pytest
 from harness.clients.reference_parsers import design_parser_verdict
 from harness.model import how_fast_steps
 from harness.model.paths import REPO_ROOT
+from harness.model.records.how_fast_records import StepsRecord
 from harness.render import how_fast_tables, site
 from harness.suites.conformance.conformance_cases import judge_parser, load_corpus
 from harness.system import processes
@@ -138,7 +139,14 @@ def test_a_broken_diff_is_refused_not_applied_as_nothing(patch: str, message: st
 
 
 def record_run(rate: float, cpu: float, complete: int) -> dict:
-    return {"requests_per_second": rate, "complete": complete, "server_resources": {"cpu_seconds": cpu}}
+    return {"tool": "wrk", "command": ["wrk"], "concurrency": 50, "keep_alive": True, "exit_code": 0,
+            "complete": complete, "failed": 0, "requests_per_second": rate, "duration_s": 4.0, "latency_ms": None,
+            "error": None, "server_resources": {"peak_rss_mib": 20.0, "cpu_seconds": cpu,
+                                                "cpu_seconds_per_1000_requests": None, "peak_processes": 1}}
+
+
+def steps_row(name: str, title: str, step: int | None, runs: list[dict]) -> dict:
+    return {"name": name, "title": title, "step": step, "stop_signal": "SIGTERM", "runs": runs, "problems": []}
 
 
 def fixture_record(ceiling: str | None = "uvloop-protocol-keep-alive") -> dict:
@@ -146,23 +154,30 @@ def fixture_record(ceiling: str | None = "uvloop-protocol-keep-alive") -> dict:
     if ceiling != "old":
         settings |= {"ceiling": ceiling, "ceiling_scenario": "peak"}
     return {
-        "chain": "fast-and-correct", "mode": "full", "started_utc": "2026-01-01T00:00:00Z", "settings": settings,
-        "environment": {"pinning": {"server_cpu": "0", "load_tool_cpu": "1"}, "cpu_model": "cpu", "python": "3.11",
+        "schema": 1, "kind": "how-fast-steps", "chain": "fast-and-correct", "mode": "full",
+        "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:05:00Z", "settings": settings,
+        "environment": {"cpu_model": "cpu", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0, "kernel": "6",
+                        "os": "Linux", "python": "3.11", "runner": "local",
+                        "pinning": {"server_cpu": "0", "load_tool_cpu": "1", "method": "taskset"},
                         "tools": {"wrk": "wrk 4.1.0"}, "commit": "0123456789abcdef", "dirty": False},
         "rows": [
-            {"name": "step-0", "title": "the hardened design", "step": 0,
-             "runs": [record_run(30_000, 1.0, 30_000), record_run(40_000, 1.0, 30_000)]},
-            {"name": "step-6", "title": "parsed heads remembered", "step": 6,
-             "runs": [record_run(99_000, 0.8, 100_000), record_run(101_000, 0.8, 100_000)]},
-            {"name": "nginx-keep-alive", "title": "NGINX", "step": None, "runs": [record_run(100_000, 0.9, 100_000)]},
-            {"name": "uvloop-protocol-keep-alive", "title": "uvloop", "step": None,
-             "runs": [record_run(90_000, 0.9, 90_000)]},
+            steps_row("step-0", "the hardened design", 0,
+                      [record_run(30_000, 1.0, 30_000), record_run(40_000, 1.0, 30_000)]),
+            steps_row("step-6", "parsed heads remembered", 6,
+                      [record_run(99_000, 0.8, 100_000), record_run(101_000, 0.8, 100_000)]),
+            steps_row("nginx-keep-alive", "NGINX", None, [record_run(100_000, 0.9, 100_000)]),
+            steps_row("uvloop-protocol-keep-alive", "uvloop", None, [record_run(90_000, 0.9, 90_000)]),
         ],
     }
 
 
+def steps_table(ceiling: str | None = "uvloop-protocol-keep-alive") -> str:
+    """The steps table of fixture_record(ceiling), read as the renderer reads a record."""
+    return how_fast_tables.steps_table(StepsRecord.from_json(fixture_record(ceiling), "fixture"))
+
+
 def test_the_steps_table_flags_spread_and_rows_near_the_tools_ceiling() -> None:
-    table = how_fast_tables.steps_table(fixture_record())
+    table = steps_table()
     assert "| step 0 | the hardened design | **35,000** (30,000–40,000) ⚠ spread 29% | 33.3 | 35% |" in table
     assert "| step 6 | parsed heads remembered | **100,000** (99,000–101,000) ⚠ tool-bound (111%) | 8.0 | 100% |" in table
     assert "the tool's ceiling is the uvloop-protocol-keep-alive row (uvloop, 90,000 req/s)" in table
@@ -170,13 +185,13 @@ def test_the_steps_table_flags_spread_and_rows_near_the_tools_ceiling() -> None:
 
 
 def test_a_record_without_a_ceiling_row_flags_spread_only_and_says_so() -> None:
-    table = how_fast_tables.steps_table(fixture_record(ceiling=None))
+    table = steps_table(ceiling=None)
     assert "⚠ spread 29%" in table and "⚠ tool-bound (111%)" not in table
     assert "no ceiling was measured, so no row is flagged tool-bound" in table
 
 
 def test_a_record_made_before_flags_renders_as_it_always_did() -> None:
-    table = how_fast_tables.steps_table(fixture_record(ceiling="old"))
+    table = steps_table(ceiling="old")
     assert "⚠" not in table and "| step 0 | the hardened design | **35,000** (30,000–40,000) | 33.3 | 35% |" in table
 
 
@@ -204,11 +219,11 @@ def test_an_unknown_chain_exits_2_before_measuring() -> None:
 
 def test_the_committed_record_has_a_row_for_every_step_and_nginx_in_the_same_run() -> None:
     """The page's table is rendered from a record of this chain: every step, NGINX and the ceiling, measured."""
-    record = json.loads((REPO_ROOT / "results" / CHAIN.record).read_text(encoding="utf-8"))
-    assert record["chain"] == CHAIN.name and not record["environment"]["dirty"]
-    names = [row["name"] for row in record["rows"]]
+    record = how_fast_tables.load_steps(REPO_ROOT / "results" / CHAIN.record)
+    assert record.chain == CHAIN.name and not record.environment.dirty
+    names = [row.name for row in record.rows]
     assert names[:len(STEPS)] == [f"step-{step.number}" for step in STEPS]
-    assert {record["settings"]["relative_to"], record["settings"]["ceiling"]} <= set(names)
-    assert all(row["runs"] and not row["problems"] for row in record["rows"])
+    assert {record.settings.relative_to, record.settings.ceiling} <= set(names)
+    assert all(row.runs and not row.problems for row in record.rows)
     (table,) = how_fast_tables.steps_files(CHAIN, REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated").values()
     assert all(f"| step {step.number} | {step.name.replace('-', ' ')} |" in table for step in STEPS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import pytest
 from harness.model import how_fast_steps
 from harness.model.paths import REPO_ROOT
+from harness.model.records.how_fast_records import ProfileRecord, Saturation, StepsRecord
 from harness.render import how_fast_tables
 from harness.suites import how_fast as how_fast_cli
 from harness.system import processes
@@ -97,20 +99,30 @@ def test_the_flame_graph_is_the_same_picture_for_the_same_profile_whatever_the_o
 
 def test_the_steps_table_shows_each_row_and_its_share_of_nginx(tmp_path) -> None:
     def run(rate: float, cpu: float, complete: int) -> dict:
-        return {"requests_per_second": rate, "complete": complete, "server_resources": {"cpu_seconds": cpu}}
+        return {"tool": "wrk", "command": ["wrk"], "concurrency": 50, "keep_alive": True, "exit_code": 0,
+                "complete": complete, "failed": 0, "requests_per_second": rate, "duration_s": 2.0, "latency_ms": None,
+                "error": None, "server_resources": {"peak_rss_mib": 20.0, "cpu_seconds": cpu,
+                                                    "cpu_seconds_per_1000_requests": None, "peak_processes": 1}}
+
+    def row(name: str, title: str, step: int | None, runs: list[dict], problems: list[str]) -> dict:
+        return {"name": name, "title": title, "step": step, "stop_signal": "SIGTERM", "runs": runs,
+                "problems": problems}
 
     record = {
-        "mode": "quick", "started_utc": "2026-01-01T00:00:00Z",
+        "schema": 1, "kind": "how-fast-steps", "mode": "quick", "started_utc": "2026-01-01T00:00:00Z",
+        "finished_utc": "2026-01-01T00:01:00Z",
         "settings": {"connections": 50, "seconds": 2, "repeat": 2, "relative_to": "nginx-keep-alive"},
-        "environment": {"pinning": {"server_cpu": "0", "load_tool_cpu": "1"}, "cpu_model": "cpu", "python": "3.11",
+        "environment": {"cpu_model": "cpu", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0, "kernel": "6",
+                        "os": "Linux", "python": "3.11", "runner": "local",
+                        "pinning": {"server_cpu": "0", "load_tool_cpu": "1", "method": "taskset"},
                         "tools": {"wrk": "wrk 4.1.0"}, "commit": "0123456789abcdef", "dirty": False},
         "rows": [
-            {"name": "step-0", "title": "first version", "step": 0, "runs": [run(100, 0.02, 200), run(120, 0.02, 200)]},
-            {"name": "nginx-keep-alive", "title": "NGINX", "step": None, "runs": [run(200, 0.01, 400)]},
-            {"name": "granian-asgi", "title": "Granian", "step": None, "runs": [], "problems": ["did not start"]},
+            row("step-0", "first version", 0, [run(100, 0.02, 200), run(120, 0.02, 200)], []),
+            row("nginx-keep-alive", "NGINX", None, [run(200, 0.01, 400)], []),
+            row("granian-asgi", "Granian", None, [], ["did not start"]),
         ],
     }
-    table = how_fast_tables.steps_table(record)
+    table = how_fast_tables.steps_table(StepsRecord.from_json(record, "fixture"))
     assert "| step 0 | first version | **110** (100–120) | 100.0 | 55% |" in table
     assert "| reference | NGINX | **200** (200–200) | 25.0 | 100% |" in table
     assert "not measured: did not start" in table
@@ -121,8 +133,12 @@ def test_rendering_writes_the_page_files_from_the_committed_profile(tmp_path) ->
     names = sorted(path.name for path in files)
     assert names == ["how-fast-profile.md", "how-fast-steps.md", "how-fast-uvloop-protocol-keep-alive-flamegraph.svg"]
     profile = files[tmp_path / "generated" / "how-fast-profile.md"]
-    meta = json.loads((REPO_ROOT / "results" / "profiles" / "uvloop-protocol-keep-alive.json").read_text())
-    assert f"{meta['wrk']['complete']:,} requests" in profile
+    assert f"{committed_profile().wrk.complete:,} requests" in profile
+
+
+def committed_profile() -> ProfileRecord:
+    path = REPO_ROOT / "results" / "profiles" / "uvloop-protocol-keep-alive.json"
+    return ProfileRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
 
 
 @pytest.mark.parametrize("arguments", [["steps", "--repeat", "0"], ["steps", "--reference", "no-such-design"],
@@ -135,13 +151,16 @@ def test_bad_arguments_exit_2_before_measuring(arguments: list[str]) -> None:
 
 
 def test_a_profile_below_saturation_is_refused_and_an_old_one_is_flagged() -> None:
-    saturated = {"server_busy": 0.95, "server_busy_profiled": 0.91, "rate_of_steps_table": 0.97,
-                 "profiled_requests_per_second": 80000.0, "steps_table_requests_per_second": 117000.0}
+    saturated = Saturation(server_busy=0.95, server_busy_profiled=0.91, rate_of_steps_table=0.97,
+                           profiled_requests_per_second=80000.0, steps_table_requests_per_second=117000.0)
     assert how_fast_cli.saturation_problems(saturated) == []
-    idle = {**saturated, "server_busy": 0.14, "rate_of_steps_table": 0.08}
+    idle = dataclasses.replace(saturated, server_busy=0.14, rate_of_steps_table=0.08)
     assert how_fast_cli.saturation_problems(idle) == ["the server was busy 14% of the run without the profiler",
                                                       "its rate was 8% of the steps table's"]
-    old = {"cpu": {"user_seconds": 0.61, "system_seconds": 1.74}, "wrk": {"duration_s": 17.0}}
+    profile = committed_profile()
+    old = dataclasses.replace(profile, saturation=None, cpu=dataclasses.replace(profile.cpu, user_seconds=0.61,
+                                                                                system_seconds=1.74),
+                              wrk=dataclasses.replace(profile.wrk, duration_s=17.0))
     assert how_fast_tables.saturation_line(old).startswith("⚠ **Not at saturation.** The server was on CPU 14%")
     assert "on CPU 95% of the run without the profiler and 91% of the profiled one; its rate was 97%" in (
-        how_fast_tables.saturation_line({"saturation": saturated}))
+        how_fast_tables.saturation_line(dataclasses.replace(profile, saturation=saturated)))

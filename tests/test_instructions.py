@@ -13,6 +13,7 @@ import pytest
 from harness.model import instruction_counts
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
+from harness.model.records.instructions_record import InstructionsRecord
 from harness.render import instructions_tables
 from harness.suites import instructions
 
@@ -62,14 +63,19 @@ def measurement(low_total: int, high_total: int, per_request: float) -> dict[str
 def fixture_record() -> dict[str, Any]:
     def row(name: str, group: str, values: list[float], step: int | None = None, python: str | None = None,
             problems: list[str] | None = None) -> dict[str, Any]:
-        return {"name": name, "title": name.replace("-", " "), "group": group, "step": step, "python": python,
+        return {"name": name, "title": name.replace("-", " "), "group": group, "design_name": name, "step": step,
+                "file": "servers/x.py", "python": python,
                 "python_version": "3.11.7" if python is None else python + ".0", "problems": problems or [],
                 "measurements": [measurement(1, 2, value) for value in values]}
     return {
         "schema": 1, "kind": "instructions", "mode": "full", "valgrind": "valgrind-3.19.0",
         "settings": {"requests": [2_000, 4_000], "measurements": 2, "agreement": 0.02},
-        "environment": {"cpu_model": "Test CPU", "commit": "0123456789abcdef", "dirty": False},
-        "started_utc": "2026-11-25T18:00:00Z",
+        "counter": "callgrind's Ir", "wrapper": ["valgrind"],
+        "environment": {"cpu_model": "Test CPU", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0,
+                        "kernel": "6", "os": "Linux", "python": "3.11", "runner": "local",
+                        "pinning": {"server_cpu": "0", "load_tool_cpu": "1", "method": "taskset"},
+                        "tools": {"valgrind": "valgrind-3.19.0"}, "commit": "0123456789abcdef", "dirty": False},
+        "started_utc": "2026-11-25T18:00:00Z", "finished_utc": "2026-11-25T18:30:00Z",
         "rows": [row("step-0", "steps", [100_000, 100_500], step=0), row("step-1", "steps", [80_000, 84_000], step=1),
                  row("asyncio-protocol-keep-alive", "hardened", [100_000, 100_000]),
                  row("hardened", "hardened", [], problems=["server did not start"]),
@@ -78,7 +84,8 @@ def fixture_record() -> dict[str, Any]:
 
 
 def test_the_table_shows_both_measurements_their_difference_and_flags_one_past_two_percent() -> None:
-    page = instructions_tables.instructions_page(fixture_record(), {"step-0": (30.5, "how-fast steps")},
+    page = instructions_tables.instructions_page(InstructionsRecord.from_json(fixture_record(), "fixture"),
+                                                 {"step-0": (30.5, "how-fast steps")},
                                                  groups=["steps", "hardened"])
     lines = page.splitlines()
     step_0 = next(line for line in lines if line.startswith("| step 0"))
@@ -119,10 +126,11 @@ def test_a_real_count_under_callgrind_is_positive_and_plausible(tmp_path: Path) 
     valgrind = instructions.valgrind_path()
     low = instructions.count_run(design, 20, None, None, tmp_path / "low", valgrind)
     high = instructions.count_run(design, 60, None, None, tmp_path / "high", valgrind)
-    assert "error" not in low and "error" not in high, (low, high)
-    per_request = instruction_counts.per_request(low["instructions"], high["instructions"], 20, 60)
+    assert low.error is None and high.error is None, (low, high)
+    assert low.instructions is not None and high.instructions is not None and low.command is not None
+    per_request = instruction_counts.per_request(low.instructions, high.instructions, 20, 60)
     assert 5_000 < per_request < 5_000_000, per_request
-    assert valgrind in low["command"] and "--tool=callgrind" in low["command"]
+    assert valgrind in low.command and "--tool=callgrind" in low.command
 
 
 SMALL_DESIGN = "asyncio-protocol-keep-alive"  # stdlib only: the plain row of the suite itself

@@ -74,13 +74,6 @@ class StepsSettings(Typed):
     ceiling: str | None = None
     ceiling_scenario: str | None = None  # None: a record made before its rows carried flags (render/cells.py)
 
-    def to_record(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_record(cls, settings: dict[str, Any]) -> StepsSettings:
-        return from_record(cls, settings)
-
 
 class CountSettings(Typed):
     """How the instruction counts were made: two request counts (their difference is per request), so many
@@ -92,10 +85,3 @@ class CountSettings(Typed):
     keep_alive: bool = True
     delay: float = 0.0
     agreement: float = AGREEMENT
-
-    def to_record(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_record(cls, settings: dict[str, Any]) -> CountSettings:
-        return from_record(cls, settings)

@@ -582,7 +582,8 @@ def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def instructions_page_files(inputs: RenderInput) -> dict[Path, str]:
     """Instructions per request under callgrind (results/instructions/), beside CPU time under wrk where recorded."""
-    return instructions_tables.instructions_files(inputs.results_dir, inputs.generated_dir, inputs.records, HEADER)
+    return instructions_tables.instructions_files(inputs.results_dir, inputs.generated_dir, inputs.scenario_records,
+                                                  HEADER)
 
 
 def disclosed_settings_files(inputs: RenderInput) -> dict[Path, str]:

@@ -35,15 +35,26 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.clients import probe, verify
 from harness.clients.tools import ToolMissingError, require_tool
 from harness.clients.tools.wrk import parse_run
 from harness.model import how_fast_steps
-from harness.model.catalogue import UnknownNameError, load_catalogue
+from harness.model.catalogue import Design, UnknownNameError, load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.how_fast_records import (
+    ProfileCommands,
+    ProfileCpu,
+    ProfileRecord,
+    Saturation,
+    StepsRecord,
+    StepsRow,
+    StepsRun,
+    WrkSummary,
+)
+from harness.model.records.scenario import ServerResources
 from harness.model.settings import ScenarioSettings
 from harness.model.suite_settings import StepsSettings
 from harness.system import launcher, processes
@@ -81,7 +92,27 @@ def work_dir_for(chain: how_fast_steps.Chain) -> Path:
     return REPO_ROOT / "build" / chain.name
 
 
-def step_rows(chain: how_fast_steps.Chain, work_dir: Path) -> list[dict[str, Any]]:
+@dataclasses.dataclass
+class PlannedRow:
+    """A row being measured: the design its server starts from, and its runs and problems so far (row() is the
+    record's row)."""
+
+    name: str
+    title: str
+    step: int | None  # None: a reference server
+    design: Design
+    file: str | None = None  # a step's server file, from the repository's root
+    runs: list[StepsRun] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    server_command: list[str] | None = None
+
+    def row(self) -> StepsRow:
+        return StepsRow(name=self.name, title=self.title, step=self.step, file=self.file,
+                        stop_signal=self.design.stop_signal.name, runs=self.runs, problems=self.problems,
+                        server_command=self.server_command)
+
+
+def step_rows(chain: how_fast_steps.Chain, work_dir: Path) -> list[PlannedRow]:
     """One row per step: its server file written under work_dir, started as the chain's design's catalogue entry."""
     final = load_catalogue().design(chain.design_name)
     rows = []
@@ -91,12 +122,11 @@ def step_rows(chain: how_fast_steps.Chain, work_dir: Path) -> list[dict[str, Any
         path.write_text(chain.step_source(step, all_steps=all_steps), encoding="utf-8")
         file = str(path.relative_to(REPO_ROOT))
         design = dataclasses.replace(final, name=f"step-{step.number}", title=step.name.replace("-", " "), file=file)
-        rows.append({"name": design.name, "title": design.title, "step": step.number, "file": file, "design": design,
-                     "stop_signal": design.stop_signal.name})
+        rows.append(PlannedRow(name=design.name, title=design.title, step=step.number, design=design, file=file))
     return rows
 
 
-def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[dict[str, Any]]:
+def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[PlannedRow]:
     """The reference servers, started by their catalogue entries; a default one missing is left out with a note."""
     catalogue = load_catalogue()
     rows = []
@@ -108,32 +138,39 @@ def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[dic
                 raise
             print(f"note: reference {name!r} is not in the catalogue here; left out", file=sys.stderr)
             continue
-        rows.append({"name": name, "title": design.title, "step": None, "design": design,
-                     "stop_signal": design.stop_signal.name})
+        rows.append(PlannedRow(name=name, title=design.title, step=None, design=design))
     return rows
 
 
-def measure_row(row: dict[str, Any], seconds: int, pinning: dict[str, str | None], log_dir: Path) -> dict[str, Any]:
-    """Start the row's server, check its answer, prime it, run wrk once, stop it; the run's record."""
+def measure_row(row: PlannedRow, seconds: int, pinning: dict[str, str | None], log_dir: Path) -> StepsRun:
+    """Start the row's server, check its answer, prime it, run wrk once, stop it; the run (its `error` says what
+    went wrong)."""
     tool = require_tool("wrk")
     port = processes.free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
-    design = row["design"]
+    design = row.design
+    where = f"{row.name}: wrk's run"
     with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"]) as server:
-        row["server_command"] = server.command
+        row.server_command = server.command
         problems = probe.verify_http(server.host, server.port)
         if problems:
-            return {"error": "verification failed: " + "; ".join(problems), "stderr_tail": server.stderr_tail()}
+            return failed_run("verification failed: " + "; ".join(problems))
         verify.prime(server.host, server.port)
         settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True)
         with GroupSampler(server.process.pid) as sampler:
-            run = tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings, log_dir / "wrk",
-                           pinning["load"])
-        run["server_resources"] = sampler.summary(run.get("complete") or 0)
-    run["server_exit_code"] = server.exit_code
-    if server.exit_code != 0 and not run.get("error"):
-        run["error"] = f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)"
-    return run
+            run = StepsRun.from_json(tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings,
+                                              log_dir / "wrk", pinning["load"]), where)
+        resources = ServerResources.from_json(sampler.summary(run.complete or 0), f"{where}: server resources")
+    error = run.error
+    if server.exit_code != 0 and not error:
+        error = f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)"
+    return dataclasses.replace(run, server_resources=resources, server_exit_code=server.exit_code, error=error)
+
+
+def failed_run(error: str) -> StepsRun:
+    """A run that did not happen: only its error (a row's problem, never one of its runs)."""
+    return StepsRun(tool="wrk", command=None, concurrency=CONNECTIONS, keep_alive=True, exit_code=None, complete=None,
+                    failed=None, requests_per_second=None, duration_s=None, latency_ms=None, error=error)
 
 
 def ceiling_design() -> str:
@@ -164,43 +201,39 @@ def measure_steps(args: argparse.Namespace) -> Path:
     references = reference_rows(names, bool(args.reference), work_dir)
     rows = step_rows(chain, work_dir) + references
     pinning = processes.cpu_pinning()
-    environment = describe_machine(pinning, {"wrk": tool.version()})
+    environment = Environment.from_json(describe_machine(pinning, {"wrk": tool.version()}), "environment")
     started = utc_now()
-    for row in rows:
-        row.setdefault("runs", [])
-        row.setdefault("problems", [])
     for repetition in range(repeat):
         order = rows if repetition % 2 == 0 else list(reversed(rows))
         for row in order:
-            if row["problems"]:
+            if row.problems:
                 continue  # it failed once: not measured again
-            print(f"[{repetition + 1}/{repeat}] {row['name']} ({row['title']})", file=sys.stderr, flush=True)
+            print(f"[{repetition + 1}/{repeat}] {row.name} ({row.title})", file=sys.stderr, flush=True)
             try:
                 run = measure_row(row, seconds, pinning,
-                                  launcher.LOG_DIR / chain.name / row["name"] / f"repetition-{repetition}")
+                                  launcher.LOG_DIR / chain.name / row.name / f"repetition-{repetition}")
             except processes.ServerStartError as error:
-                run = {"error": f"server did not start: {error.args[0].splitlines()[0]}"}
-            run["repetition"] = repetition
-            if run.get("error"):
-                row["problems"].append(run["error"])
+                run = failed_run(f"server did not start: {error.args[0].splitlines()[0]}")
+            if run.error:
+                row.problems.append(run.error)
             else:
-                row["runs"].append(run)
-    relative_to = next((row["name"] for row in references if row["name"].startswith("nginx")), None)
-    record = {
-        "schema": 1,
-        "kind": "how-fast-steps",
-        "chain": chain.name,
-        "mode": "quick" if args.quick else "full",
-        "settings": StepsSettings(connections=CONNECTIONS, seconds=seconds, repeat=repeat, relative_to=relative_to,
-                                  ceiling=ceiling_row if any(row["name"] == ceiling_row for row in rows) else None,
-                                  ceiling_scenario=CEILING_SCENARIO).to_record(),
-        "environment": environment,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "rows": [{key: value for key, value in row.items() if key != "design"} for row in rows],
-    }
+                row.runs.append(dataclasses.replace(run, repetition=repetition))
+    relative_to = next((row.name for row in references if row.name.startswith("nginx")), None)
+    record = StepsRecord(
+        schema=StepsRecord.SCHEMA or 1,
+        kind="how-fast-steps",
+        chain=chain.name,
+        mode="quick" if args.quick else "full",
+        settings=StepsSettings(connections=CONNECTIONS, seconds=seconds, repeat=repeat, relative_to=relative_to,
+                               ceiling=ceiling_row if any(row.name == ceiling_row for row in rows) else None,
+                               ceiling_scenario=CEILING_SCENARIO),
+        environment=environment,
+        started_utc=started,
+        finished_utc=utc_now(),
+        rows=[row.row() for row in rows],
+    )
     path = results_root(args.quick) / chain.record
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path
 
 
@@ -238,33 +271,48 @@ SATURATED_BUSY = 0.8  # the server must spend this share of the time on CPU, wit
 SATURATED_RATE = 0.9  # and the run without the profiler must reach this share of the steps table's rate
 
 
-def saturation(after: tuple[float, float], before: tuple[float, float], wrk: dict[str, Any],
-               profiled_after: tuple[float, float], profiled_before: tuple[float, float], sampling_seconds: float,
-               profiled_wrk: dict[str, Any]) -> dict[str, Any]:
-    """How busy the server was in both runs, and the clean run's rate against the steps table's last step."""
-    busy = (sum(after) - sum(before)) / wrk["duration_s"] if wrk.get("duration_s") else 0.0
-    profiled_busy = (sum(profiled_after) - sum(profiled_before)) / sampling_seconds if sampling_seconds else 0.0
+def wrk_summary(stdout: str) -> WrkSummary:
+    """What the profile keeps of wrk's report (clients/tools/wrk.py parse_run): its fields of WrkSummary."""
+    report = parse_run(stdout)
+    return WrkSummary.from_json({item.name: report.get(item.name) for item in dataclasses.fields(WrkSummary)}, "wrk")
+
+
+def last_step_rate() -> float | None:
+    """The median rate of the how-fast steps table's last step (its committed record); None without one."""
     steps_path = RESULTS_DIR / how_fast_steps.HOW_FAST.record
-    steps_rate = None
-    if steps_path.exists():
-        last = json.loads(steps_path.read_text(encoding="utf-8"))["rows"]
-        rates = [run["requests_per_second"] for row in last if row.get("step") is not None for run in row["runs"]
-                 if row["step"] == max(item["step"] for item in last if item.get("step") is not None)]
-        steps_rate = statistics.median(rates) if rates else None
-    return {"server_busy": round(busy, 3), "server_busy_profiled": round(profiled_busy, 3),
-            "profiled_requests_per_second": profiled_wrk.get("requests_per_second"),
-            "steps_table_requests_per_second": steps_rate,
-            "rate_of_steps_table": round(wrk["requests_per_second"] / steps_rate, 3) if steps_rate else None}
+    if not steps_path.exists():
+        return None
+    record = StepsRecord.from_json(json.loads(steps_path.read_text(encoding="utf-8")), str(steps_path))
+    steps = [row for row in record.rows if row.step is not None]
+    if not steps:
+        return None
+    last = max(steps, key=lambda row: row.step or 0)
+    rates = [run.requests_per_second for run in last.runs if run.requests_per_second is not None]
+    return statistics.median(rates) if rates else None
 
 
-def saturation_problems(measured: dict[str, Any]) -> list[str]:
+def saturation(after: tuple[float, float], before: tuple[float, float], wrk: WrkSummary,
+               profiled_after: tuple[float, float], profiled_before: tuple[float, float], sampling_seconds: float,
+               profiled_wrk: WrkSummary) -> Saturation:
+    """How busy the server was in both runs, and the clean run's rate against the steps table's last step."""
+    busy = (sum(after) - sum(before)) / wrk.duration_s if wrk.duration_s else 0.0
+    profiled_busy = (sum(profiled_after) - sum(profiled_before)) / sampling_seconds if sampling_seconds else 0.0
+    steps_rate = last_step_rate()
+    return Saturation(server_busy=round(busy, 3), server_busy_profiled=round(profiled_busy, 3),
+                      profiled_requests_per_second=profiled_wrk.requests_per_second,
+                      steps_table_requests_per_second=steps_rate,
+                      rate_of_steps_table=(round(wrk.requests_per_second / steps_rate, 3)
+                                           if steps_rate and wrk.requests_per_second is not None else None))
+
+
+def saturation_problems(measured: Saturation) -> list[str]:
     """Why a profile does not describe a saturated server; empty when it does."""
     problems = []
-    if measured["server_busy"] < SATURATED_BUSY:
-        problems.append(f"the server was busy {measured['server_busy']:.0%} of the run without the profiler")
-    if measured["server_busy_profiled"] < SATURATED_BUSY:
-        problems.append(f"it was busy {measured['server_busy_profiled']:.0%} of the profiled run")
-    ratio = measured["rate_of_steps_table"]
+    if measured.server_busy < SATURATED_BUSY:
+        problems.append(f"the server was busy {measured.server_busy:.0%} of the run without the profiler")
+    if measured.server_busy_profiled < SATURATED_BUSY:
+        problems.append(f"it was busy {measured.server_busy_profiled:.0%} of the profiled run")
+    ratio = measured.rate_of_steps_table
     if ratio is not None and ratio < SATURATED_RATE:
         problems.append(f"its rate was {ratio:.0%} of the steps table's")
     return problems
@@ -316,31 +364,31 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
                     os.killpg(load.pid, signal.SIGKILL)
                     load.wait()
             raw = raw_path.read_text(encoding="utf-8")
-    stdout = clean.stdout
-    wrk = parse_run(stdout)
+    wrk = wrk_summary(clean.stdout)
     version = subprocess.run([py_spy, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
-    meta = {
-        "schema": 1,
-        "kind": "profile",
-        "mode": "quick" if args.quick else "full",
-        "design": "uvloop-protocol-keep-alive",
-        "profiler": version,
-        "rate_hz": args.rate,
-        "seconds": seconds,
-        "connections": CONNECTIONS,
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "environment": describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
-        "commands": {"server": server_command,
-                     "load": processes.pinned(load_command, pinning["load"]),
-                     "profiler": processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning["load"])},
-        "cpu": {"user_seconds": round(after[0] - before[0], 2), "system_seconds": round(after[1] - before[1], 2),
-                "note": "the server's own CPU time over a wrk run without the profiler, before the profiled one"},
-        "wrk": {key: wrk[key] for key in ("complete", "failed", "non_2xx", "duration_s", "requests_per_second")},
-        "saturation": saturation(after, before, wrk, profiled_after, profiled_before, sampling_seconds,
-                                 parse_run(profiled_stdout)),
-    }
-    problems = saturation_problems(meta["saturation"])
+    measured = saturation(after, before, wrk, profiled_after, profiled_before, sampling_seconds,
+                          wrk_summary(profiled_stdout))
+    meta = ProfileRecord(
+        schema=ProfileRecord.SCHEMA or 1,
+        kind="profile",
+        mode="quick" if args.quick else "full",
+        design=how_fast_steps.PROFILE_NAME,
+        profiler=version,
+        rate_hz=args.rate,
+        seconds=seconds,
+        connections=CONNECTIONS,
+        started_utc=started,
+        finished_utc=utc_now(),
+        environment=Environment.from_json(describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
+                                          "environment"),
+        commands=ProfileCommands(server=server_command, load=processes.pinned(load_command, pinning["load"]),
+                                 profiler=processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning["load"])),
+        cpu=ProfileCpu(user_seconds=round(after[0] - before[0], 2), system_seconds=round(after[1] - before[1], 2),
+                       note="the server's own CPU time over a wrk run without the profiler, before the profiled one"),
+        wrk=wrk,
+        saturation=measured,
+    )
+    problems = saturation_problems(measured)
     if problems and not args.quick:
         print("not at saturation, so the profile would describe a server that mostly waits: "
               + "; ".join(problems) + ". Nothing was written: run it again on a quiet machine.", file=sys.stderr)
@@ -352,7 +400,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         handle.write(normalise_stacks(raw))
     os.chmod(handle.name, 0o644)  # a record is for everyone to read (the temporary file was private)
     os.replace(handle.name, stacks_path)
-    write_json_atomic(target / f"{how_fast_steps.PROFILE_NAME}.json", meta)
+    write_record_atomic(target / f"{how_fast_steps.PROFILE_NAME}.json", meta)
     return stacks_path
 
 

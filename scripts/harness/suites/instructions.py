@@ -38,6 +38,7 @@ A full run writes results/instructions/instructions.json; --quick or --row write
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -45,7 +46,6 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.clients import probe
 from harness.clients.tools import ToolMissingError
@@ -53,7 +53,9 @@ from harness.model import instruction_counts
 from harness.model.catalogue import Catalogue, Design
 from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.instructions_record import CountRow, CountRun, InstructionsRecord, Measurement
 from harness.model.suite_settings import CountSettings
 from harness.suites import how_fast
 from harness.system import launcher, processes
@@ -145,7 +147,7 @@ def answers_problems(answers: list[bytes], expected: int) -> list[str]:
 
 
 def count_run(design: Design, requests: int, python: str | None, cpu: str | None, log_dir: Path,
-              valgrind: str) -> dict[str, Any]:
+              valgrind: str) -> CountRun:
     """Start the design under callgrind, send `requests` GET / on one keep-alive connection, stop it, read its total."""
     for old in log_dir.glob("callgrind.out.*"):
         old.unlink()  # a file left by an earlier run must not be read as this one's
@@ -159,61 +161,81 @@ def count_run(design: Design, requests: int, python: str | None, cpu: str | None
                                                    timeout=EXCHANGE_TIMEOUT_SECONDS)
         seconds = time.monotonic() - began
         command = server.command
-    run: dict[str, Any] = {"requests": requests, "exchange_seconds": round(seconds, 2),
-                           "server_exit_code": server.exit_code, "command": command}
     problems = answers_problems(answers, requests)
     if server.exit_code != 0:
         problems.append(f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)")
     outputs = sorted(log_dir.glob("callgrind.out.*"))
+    instructions = None
     if len(outputs) != 1:
         problems.append(f"expected one callgrind output file in {log_dir}, found {len(outputs)}")
     else:
-        run["instructions"] = instructions_total(outputs[0].read_text(encoding="utf-8", errors="replace"))
-    if problems:
-        run["error"] = "; ".join(problems)
-    return run
+        instructions = instructions_total(outputs[0].read_text(encoding="utf-8", errors="replace"))
+    return CountRun(requests=requests, exchange_seconds=round(seconds, 2), server_exit_code=server.exit_code,
+                    command=command, instructions=instructions, error="; ".join(problems) or None)
 
 
-def measure_row(row: dict[str, Any], requests: tuple[int, int], measurements: int, cpu: str | None,
+@dataclasses.dataclass
+class PlannedRow:
+    """A row being counted: the design its server starts from, and its measurements and problems so far (row() is
+    the record's row)."""
+
+    name: str
+    title: str
+    group: str  # a key of GROUPS
+    design_name: str
+    step: int | None
+    file: str
+    python: str | None  # the CPython asked for; None: the harness's own
+    design: Design
+    measurements: list[Measurement] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    python_version: str | None = None
+
+    def row(self) -> CountRow:
+        return CountRow(name=self.name, title=self.title, group=self.group, design_name=self.design_name,
+                        step=self.step, file=self.file, python=self.python, measurements=self.measurements,
+                        problems=self.problems, python_version=self.python_version)
+
+
+def measure_row(row: PlannedRow, requests: tuple[int, int], measurements: int, cpu: str | None,
                 valgrind: str) -> None:
-    """Every measurement of one row (a run with N1 requests, then one with N2), into row["measurements"]."""
+    """Every measurement of one row (a run with N1 requests, then one with N2), into row.measurements."""
     low, high = requests
     for measurement in range(measurements):
         runs = []
         for count in (low, high):
-            print(f"  {row['name']}: measurement {measurement + 1}/{measurements}, {count:,} requests",
+            print(f"  {row.name}: measurement {measurement + 1}/{measurements}, {count:,} requests",
                   file=sys.stderr, flush=True)
-            log_dir = launcher.LOG_DIR / "instructions" / row["name"] / f"measurement-{measurement}-{count}"
+            log_dir = launcher.LOG_DIR / "instructions" / row.name / f"measurement-{measurement}-{count}"
             try:
-                run = count_run(row["design"], count, row["python"], cpu, log_dir, valgrind)
+                run = count_run(row.design, count, row.python, cpu, log_dir, valgrind)
             except (processes.ServerStartError, probe.ClosedEarlyError, OSError, ValueError) as error:
-                run = {"requests": count, "error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+                run = CountRun(requests=count, error=f"{type(error).__name__}: {str(error).splitlines()[0]}")
             runs.append(run)
-            if run.get("error"):
-                row["problems"].append(run["error"])
+            if run.error or run.instructions is None:
+                row.problems.append(run.error or "no instruction count")
                 return
-        row["measurements"].append({
-            "runs": runs,
-            "instructions_per_request": round(instruction_counts.per_request(
-                runs[0]["instructions"], runs[1]["instructions"], low, high), 1)})
+        totals = [run.instructions or 0 for run in runs]  # both counted: the loop above returned otherwise
+        row.measurements.append(Measurement(runs=runs, instructions_per_request=round(
+            instruction_counts.per_request(totals[0], totals[1], low, high), 1)))
 
 
-def plan_rows(catalogue: Catalogue) -> list[dict[str, Any]]:
+def plan_rows(catalogue: Catalogue) -> list[PlannedRow]:
     """Every row: the how-fast steps, plain and hardened, and the versions design on each CPython."""
     work_dir = how_fast.work_dir_for(HOW_FAST)
     work_dir.mkdir(parents=True, exist_ok=True)
-    rows = [{"name": step["name"], "title": step["title"], "group": "steps", "design_name": PROFILE_NAME,
-             "step": step["step"], "file": step["file"], "python": None, "design": step["design"]}
+    rows = [PlannedRow(name=step.name, title=step.title, group="steps", design_name=PROFILE_NAME, step=step.step,
+                       file=step.file or step.design.file, python=None, design=step.design)
             for step in how_fast.step_rows(HOW_FAST, work_dir)]
     for name in PLAIN_AND_HARDENED:
         design = catalogue.design(name)
-        rows.append({"name": name, "title": design.title, "group": "hardened", "design_name": name, "step": None,
-                     "file": design.file, "python": None, "design": design})
+        rows.append(PlannedRow(name=name, title=design.title, group="hardened", design_name=name, step=None,
+                               file=design.file, python=None, design=design))
     design = catalogue.design(VERSIONS_DESIGN)
     for version in VERSIONS:
-        rows.append({"name": f"{VERSIONS_DESIGN}-python-{version}", "title": f"{design.title}, CPython {version}",
-                     "group": "versions", "design_name": VERSIONS_DESIGN, "step": None, "file": design.file,
-                     "python": version, "design": design})
+        rows.append(PlannedRow(name=f"{VERSIONS_DESIGN}-python-{version}", title=f"{design.title}, CPython {version}",
+                               group="versions", design_name=VERSIONS_DESIGN, step=None, file=design.file,
+                               python=version, design=design))
     return rows
 
 
@@ -223,39 +245,38 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
     valgrind = valgrind_path()
     rows = plan_rows(catalogue)
     if names:
-        unknown = sorted(set(names) - {row["name"] for row in rows})
+        unknown = sorted(set(names) - {row.name for row in rows})
         if unknown:
-            raise UnknownRowError(f"no row named {', '.join(unknown)}; rows: {', '.join(row['name'] for row in rows)}")
-        rows = [row for row in rows if row["name"] in names]
+            raise UnknownRowError(f"no row named {', '.join(unknown)}; rows: {', '.join(row.name for row in rows)}")
+        rows = [row for row in rows if row.name in names]
     pinning = processes.cpu_pinning()  # the server alone on one CPU; the count does not depend on it
     version = valgrind_version(valgrind)
     started = utc_now()
     for row in rows:
-        print(f"{row['name']} ({row['title']})", file=sys.stderr, flush=True)
-        row.update(measurements=[], problems=[])
+        print(f"{row.name} ({row.title})", file=sys.stderr, flush=True)
         try:
-            row["python_version"] = python_version(row["python"])
+            row.python_version = python_version(row.python)
         except (launcher.InterpreterMissingError, subprocess.SubprocessError) as error:
-            row["problems"].append(str(error))
+            row.problems.append(str(error))
             continue
         measure_row(row, counts.requests, counts.measurements, pinning["server"], valgrind)
-    record = {
-        "schema": 1,
-        "kind": "instructions",
-        "mode": "quick" if quick else "full",
-        "settings": CountSettings(requests=list(counts.requests), measurements=counts.measurements).to_record(),
-        "counter": "callgrind's Ir: instructions executed in user space by the server process (all its threads); "
-                   "the kernel's work is not counted",
-        "valgrind": version,
-        "wrapper": valgrind_wrapper("valgrind", Path("<log dir>")),
-        "environment": describe_machine(pinning, {"valgrind": version}),
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "rows": [{key: value for key, value in row.items() if key != "design"} for row in rows],
-    }
+    record = InstructionsRecord(
+        schema=InstructionsRecord.SCHEMA or 1,
+        kind="instructions",
+        mode="quick" if quick else "full",
+        settings=CountSettings(requests=list(counts.requests), measurements=counts.measurements),
+        counter="callgrind's Ir: instructions executed in user space by the server process (all its threads); "
+                "the kernel's work is not counted",
+        valgrind=version,
+        wrapper=valgrind_wrapper("valgrind", Path("<log dir>")),
+        environment=Environment.from_json(describe_machine(pinning, {"valgrind": version}), "environment"),
+        started_utc=started,
+        finished_utc=utc_now(),
+        rows=[row.row() for row in rows],
+    )
     root = SCRATCH_RESULTS_DIR if quick or names else RESULTS_DIR
     path = root / instruction_counts.RECORD
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path
 
 
