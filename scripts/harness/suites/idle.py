@@ -39,12 +39,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from harness.clients import probe
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.paths import REPO_ROOT
-from harness.model.records import write_json_atomic
+from harness.model.records import write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.idle_record import IdleProbe, IdleRecord
 from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import GroupSampler, sample_group
 
@@ -99,14 +100,16 @@ def timed_probe(host: str, port: int) -> float | None:
     return (time.monotonic() - started) * 1000 if response.status == 200 else None
 
 
-def summary_ms(latencies: list[float]) -> dict[str, float | None]:
+def probe_summary(latencies: list[float], failed: int) -> IdleProbe:
+    """The probe's answers during the hold: how many, how many failed, their median and largest latency."""
     if not latencies:
-        return {"median_ms": None, "max_ms": None}
-    return {"median_ms": round(statistics.median(latencies), 2), "max_ms": round(max(latencies), 2)}
+        return IdleProbe(requests=0, failed=failed, median_ms=None, max_ms=None)
+    return IdleProbe(requests=len(latencies), failed=failed, median_ms=round(statistics.median(latencies), 2),
+                     max_ms=round(max(latencies), 2))
 
 
 def measure(catalogue: Catalogue, design_name: str, connections: int, hold: float, server_args: list[str],
-            log_dir: Path) -> dict[str, Any]:
+            log_dir: Path) -> IdleRecord:
     """Start the design, open the connections, hold them while sampling; return the record."""
     design = catalogue.design(design_name)
     if design.kind != "http":
@@ -156,30 +159,32 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     use_pss = sampler.peak_pss is not None and baseline.pss_bytes is not None
     peak, before = (sampler.peak_pss, baseline.pss_bytes) if use_pss else (sampler.peak_rss, baseline.rss_bytes)
     extra_mib = (peak - before) / MIB
-    return {
-        "design": design.name,
-        "server_command": command,
-        "connections_asked": connections,
-        "connections_kept_alive": len(held),
-        "connections_refused": refused,  # why each that did not stay open did not, and how many
-        "connections_open_at_hold_start": open_at_hold_start,
-        "connections_open_after_hold": open_at_end,
-        "opening_seconds": round(opening_seconds, 2),
-        "hold_seconds": hold,
-        "baseline_rss_mib": round(baseline.rss_bytes / MIB, 1),
-        "peak_rss_mib": round(sampler.peak_rss / MIB, 1),
-        "baseline_pss_mib": round(baseline.pss_bytes / MIB, 1) if use_pss else None,
-        "peak_pss_mib": round(sampler.peak_pss / MIB, 1) if use_pss else None,
-        "memory_metric": "PSS" if use_pss else "RSS",  # what kib_per_connection is the difference of
+    return IdleRecord(
+        schema=IdleRecord.SCHEMA or 1,
+        kind="idle-connections",
+        design=design.name,
+        server_command=command,
+        connections_asked=connections,
+        connections_kept_alive=len(held),
+        connections_refused=refused,  # why each that did not stay open did not, and how many
+        connections_open_at_hold_start=open_at_hold_start,
+        connections_open_after_hold=open_at_end,
+        opening_seconds=round(opening_seconds, 2),
+        hold_seconds=hold,
+        baseline_rss_mib=round(baseline.rss_bytes / MIB, 1),
+        peak_rss_mib=round(sampler.peak_rss / MIB, 1),
+        baseline_pss_mib=round(baseline.pss_bytes / MIB, 1) if use_pss else None,
+        peak_pss_mib=round(sampler.peak_pss / MIB, 1) if use_pss else None,
+        memory_metric="PSS" if use_pss else "RSS",  # what kib_per_connection is the difference of
         # (peak - before) / the connections open when the hold began: connections actually held.
-        "kib_per_connection": round(extra_mib * 1024 / open_at_hold_start, 2) if open_at_hold_start else None,
-        "probe": {"requests": len(latencies), "failed": failed_probes, **summary_ms(latencies)},
-        "server_alive_after": alive,
-        "server_exit_code": server.exit_code,  # after its graceful stop: 0 expected
-        "started_utc": started_utc,
-        "finished_utc": environment.utc_now(),
-        "environment": environment.describe_machine(pinning, {}),
-    }
+        kib_per_connection=round(extra_mib * 1024 / open_at_hold_start, 2) if open_at_hold_start else None,
+        probe=probe_summary(latencies, failed_probes),
+        server_alive_after=alive,
+        server_exit_code=server.exit_code,  # after its graceful stop: 0 expected
+        started_utc=started_utc,
+        finished_utc=environment.utc_now(),
+        environment=Environment.from_json(environment.describe_machine(pinning, {}), "environment"),
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -207,9 +212,10 @@ def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
     except processes.ServerStartError as error:
         print(f"error: the design did not start: {error}", file=sys.stderr)
         return EXIT_FAILED
-    write_json_atomic(output, record)
-    shown = ("design", "connections_kept_alive", "connections_open_after_hold", "baseline_rss_mib", "peak_rss_mib",
-             "kib_per_connection", "probe")
-    print(json.dumps({key: record[key] for key in shown}))
+    write_record_atomic(output, record)
+    print(json.dumps({"design": record.design, "connections_kept_alive": record.connections_kept_alive,
+                      "connections_open_after_hold": record.connections_open_after_hold,
+                      "baseline_rss_mib": record.baseline_rss_mib, "peak_rss_mib": record.peak_rss_mib,
+                      "kib_per_connection": record.kib_per_connection, "probe": record.probe.to_json()}))
     print(f"record: {output}")
     return EXIT_OK
