@@ -200,8 +200,8 @@ def test_the_balance_suite_stops_a_design_through_its_main_process(tmp_path) -> 
 def test_the_idle_suite_stops_a_design_through_its_main_process(tmp_path) -> None:
     catalogue = stop_fixture_catalogue(main_process_only=True)
     record = idle.measure(catalogue, "stop-through-main-process", 5, 0.3, [], tmp_path)
-    assert record["server_exit_code"] == 0, (tmp_path / "server.stderr").read_text()
-    assert record["probe"]["failed"] == 0
+    assert record.server_exit_code == 0, (tmp_path / "server.stderr").read_text()
+    assert record.probe.failed == 0
 
 
 def test_bench_serve_stops_a_design_through_its_main_process(tmp_path) -> None:
