@@ -16,10 +16,12 @@ import resource
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
+from harness.model.records.hostile import HostileRecord
 from harness.render import site, survival
 from harness.suites.hostile import cases, run
 from harness.system import processes
@@ -79,13 +81,13 @@ VARIANT_CASES = ["dribble", "pipelined", "long-request-line", "large-head", "mal
 @pytest.mark.parametrize("case_id", VARIANT_CASES)
 def test_the_good_server_gives_every_robust_answer(good: run.Server, case_id: str) -> None:
     variants = play(good, case_id)
-    assert variants and all(variant.passed for variant in variants), [variant.to_json() for variant in variants]
+    assert variants and all(variant.passed for variant in variants), variants
 
 
 @pytest.mark.parametrize("case_id", VARIANT_CASES)
 def test_the_bad_server_fails_every_case(bad: run.Server, case_id: str) -> None:
     variants = play(bad, case_id)
-    assert any(not variant.passed for variant in variants), [variant.to_json() for variant in variants]
+    assert any(not variant.passed for variant in variants), variants
 
 
 def test_a_refusal_after_a_timeout_is_not_at_once(bad: run.Server) -> None:
@@ -108,8 +110,8 @@ def test_resets_leak_nothing_on_the_good_server_and_an_fd_each_on_the_bad(good: 
                                                                           bad: run.Server) -> None:
     robust = run.run_case(good, case("reset"), SETTINGS)
     leaky = run.run_case(bad, case("reset"), SETTINGS)
-    assert (robust["verdict"], robust["fds_leaked"]) == ("robust", 0), robust
-    assert leaky["fds_leaked"] > 0 and leaky["verdict"] == "weak", leaky
+    assert (robust.verdict, robust.fds_leaked) == ("robust", 0), robust
+    assert leaky.fds_leaked > 0 and leaky.verdict == "weak", leaky
 
 
 @pytest.mark.parametrize("design", [tiny_design("spins", SPINNING_FIXTURE), CATALOGUE.design("epoll-loop"),
@@ -121,14 +123,14 @@ def test_emfile_lowers_the_running_servers_limit_and_calls_a_spinning_loop_busy(
         limit = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
         result = run.run_case(server, case("emfile"), SETTINGS)
         lowered = resource.prlimit(server.process.pid, resource.RLIMIT_NOFILE)
-    note = result["variants"][0]["note"]
+    note = result.variants[0].note
     assert lowered[0] < limit[0] and lowered[0] == lowered[1], (limit, lowered)  # soft and hard, on the running server
     assert "1 of 1 processes at their limit before and after" in note, note  # the CPU was measured over the limit
-    assert result["probe_after"]["status"] == 200, result  # serving resumed once the connections closed
+    assert result.probe_after is not None and result.probe_after.served, result  # serving resumed once they closed
     if design.name != "tiny-spins":  # the fixture that goes back to select() after EMFILE
-        assert result["verdict"] == "robust", result
+        assert result.verdict == "robust", result
     else:
-        assert (result["robust"], result["verdict"]) == (False, "weak") and "busy loop" in note, result
+        assert (result.robust, result.verdict) == (False, "weak") and "busy loop" in note, result
 
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
@@ -136,20 +138,20 @@ def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
     with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS.delay, tmp_path) as server:
         # The connections trickle for 5 s: well past the probe's 2 s, which starts 0.5 s in.
         result = run.run_case(server, case("slowloris"), dataclasses.replace(SETTINGS, bound=5.0))
-    assert result["verdict"] == "stalled" and result["probe_during"]["status"] is None, result
-    assert result["probe_after"]["status"] == 200  # serving resumed once the connections closed
+    assert result.verdict == "stalled" and result.probe_during is not None and result.probe_during.status is None, result
+    assert result.probe_after is not None and result.probe_after.served  # serving resumed once the connections closed
 
 
 def test_a_design_that_dies_is_recorded_with_its_stderr_and_the_run_goes_on(tmp_path: Path) -> None:
     """thread-per-connection crashes on EMFILE in accept(); the suite records it and carries on."""
     subject = run.Subject(CATALOGUE.design("thread-per-connection"))
     record = run.run_subject(subject, [case("emfile"), case("half-close")], SETTINGS, tmp_path, lambda _: None)
-    by_case = {result["case"]: result for result in record["cases"]}
-    if by_case["emfile"]["alive"]:
+    by_case = {result.case: result for result in record.cases}
+    if by_case["emfile"].alive:
         pytest.skip("thread-per-connection survives EMFILE now")
-    assert record["status"] == "failed" and "died during case 15" in record["problems"][0]
-    assert "Too many open files" in by_case["emfile"]["stderr_tail"]
-    assert by_case["half-close"]["verdict"] == "robust"  # the next case ran against a fresh server
+    assert record.status == "failed" and "died during case 15" in record.problems[0]
+    assert "Too many open files" in by_case["emfile"].stderr_tail
+    assert by_case["half-close"].verdict == "robust"  # the next case ran against a fresh server
 
 
 def group_alive(pgid: int) -> bool:
@@ -180,8 +182,9 @@ def test_the_suite_leaves_no_process_behind(tmp_path: Path) -> None:
     assert len(started) == 3
     assert not [pgid for pgid in started if group_alive(pgid)]
     assert path == tmp_path / "out" / "hostile.json"
-    assert json.loads(path.read_text(encoding="utf-8"))["designs"][1]["name"] == "sequential-sockets+nginx"
-    assert [result["case"] for result in record["designs"][0]["cases"]] == ["half-close", "reset"]
+    written = HostileRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+    assert written.to_json() == record.to_json() and written.designs[1].name == "sequential-sockets+nginx"
+    assert [result.case for result in record.designs[0].cases] == ["half-close", "reset"]
 
 
 def test_the_catalogue_has_the_issues_seventeen_cases_each_with_its_answer_and_sources() -> None:
@@ -189,7 +192,7 @@ def test_the_catalogue_has_the_issues_seventeen_cases_each_with_its_answer_and_s
     for entry in SUITE.cases:
         assert entry.robust and entry.wild and entry.reference, entry.id
         if entry.kind == "exchange":
-            assert entry.get("variant"), entry.id
+            assert entry.variant, entry.id
 
 
 def test_a_case_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
@@ -197,6 +200,15 @@ def test_a_case_of_an_unknown_kind_is_refused(tmp_path: Path) -> None:
     broken.write_text('[[case]]\nnumber = 1\nid = "x"\ntitle = "x"\nrobust = "x"\nwild = "x"\nreference = "x"\n'
                       'kind = "teleport"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="kind 'teleport'"):
+        cases.load_suite(broken)
+
+
+def test_a_misspelt_case_parameter_is_refused_at_load(tmp_path: Path) -> None:
+    """The catalogue's case is read through the record's HostileCase: a parameter it does not know is an error."""
+    broken = tmp_path / "cases.toml"
+    broken.write_text('[[case]]\nnumber = 1\nid = "x"\ntitle = "x"\nrobust = "x"\nwild = "x"\nreference = "x"\n'
+                      'kind = "pipelined"\ncount = [2]\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"\[\[case\]\] x: unknown key `count` \(did you mean `counts`\?\)"):
         cases.load_suite(broken)
 
 
@@ -219,28 +231,39 @@ def test_bench_hostile_exits_2_on_an_unknown_case() -> None:
 
 # --- the renderer ---------------------------------------------------------------------------
 
+SETTINGS_KEPT = SETTINGS.to_record(jobs=1)  # as a record keeps them
 FIXTURE = {
-    "schema": 1, "suite": "hostile", "mode": "quick", "title": "t",
-    "settings": {"delay": 0.05, "bound": 3.0, "probe_timeout": 2.0, "probe_at": 0.5, "after_timeout": 5.0},
-    "environment": {"cpu_model": "cpu", "cpu_count": 2, "kernel": "6", "python": "3.11", "tools": {"nginx": "nginx/1"},
-                    "commit": "0123456789abcdef"},
-    "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:01:00Z",
+    "schema": 1, "suite": "hostile", "title": "t", "mode": "quick", "command": ["python", "scripts/bench.py", "hostile"],
+    "settings": {**SETTINGS_KEPT, "delay": 0.05, "bound": 3.0, "probe_timeout": 2.0, "probe_at": 0.5,
+                 "after_timeout": 5.0},
     "cases": [{"number": 3, "id": "long-request-line", "title": "Long line", "robust": "414", "wild": "scanners",
-               "reference": "RFC 9112 §3"}],
+               "reference": "RFC 9112 §3", "kind": "exchange"}],
+    "environment": {"cpu_model": "cpu", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0, "kernel": "6",
+                    "os": "Linux", "python": "3.11", "runner": "local",
+                    "pinning": {"server_cpu": None, "load_tool_cpu": None, "method": "none"},
+                    "tools": {"nginx": "nginx/1"}, "commit": "0123456789abcdef", "dirty": False},
+    "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:01:00Z",
     "designs": [
         {"name": name, "design": "nginx", "title": "NGINX", "model": "m", "behind_nginx": False, "status": "ok",
-         "problems": [], "stderr_tail": "",
-         "cases": [{"case": "long-request-line", "number": 3, "verdict": verdict, "statuses": statuses,
-                    "seconds_to_close": 0.01, "probe_during": {"status": 200, "seconds": 0.05, "error": ""},
-                    "fds_leaked": 0, "threads_leaked": 0, "peak_rss_mib": 5.0, "cpu_seconds": 0.01,
-                    "variants": [{"name": "10 KiB line", "status": statuses[0], "seconds_to_close": 0.01, "note": "",
-                                  "passed": verdict == "robust", "applicable": True}]}]}
+         "problems": [], "stderr_tail": "", "server_commands": [["nginx"]],
+         "cases": [{"case": "long-request-line", "number": 3, "verdict": verdict, "robust": verdict == "robust",
+                    "survived": True, "alive": True, "statuses": statuses, "seconds_to_close": 0.01,
+                    "probe_during": {"status": 200, "seconds": 0.05, "error": ""},
+                    "probe_after": {"status": 200, "seconds": 0.05, "error": ""},
+                    "fds_leaked": 0, "threads_leaked": 0, "fds_before": 4, "threads_before": 1, "peak_rss_mib": 5.0,
+                    "cpu_seconds": 0.01, "case_seconds": 0.1, "errors": [], "stderr_tail": "",
+                    "variants": [{"name": "10 KiB line", "passed": verdict == "robust", "status": statuses[0],
+                                  "seconds_to_close": 0.01, "note": "", "applicable": True}]}]}
         for name, verdict, statuses in [("nginx", "robust", ["414", "414"])]],
 }
 
 
+def fixture(data: dict[str, Any] = FIXTURE) -> HostileRecord:
+    return HostileRecord.from_json(data, "the fixture")
+
+
 def test_the_matrix_shows_a_mark_and_the_status_per_cell() -> None:
-    tables = survival.matrix_tables(FIXTURE)
+    tables = survival.matrix_tables(fixture())
     assert '| [nginx](/designs/nginx.md "NGINX, one worker process") | ✔ 414 |' in tables  # linked to its page
     assert "| **all** | **1** | **0** | **0** | **0** | **0** | |" in tables
 
@@ -248,8 +271,8 @@ def test_the_matrix_shows_a_mark_and_the_status_per_cell() -> None:
 def test_the_limits_table_says_whether_a_measurement_keeps_the_documented_promise() -> None:
     limit = {"server": "nginx", "design": "nginx", "setting": "large_client_header_buffers", "source": "https://x",
              "default": "4 8k", "case": "long-request-line", "variant": "10 KiB line"}
-    assert "| yes |" in survival.limits_page(FIXTURE, [{**limit, "promises_status": [414]}])
-    assert "| **no** |" in survival.limits_page(FIXTURE, [{**limit, "promises_status": [400]}])
+    assert "| yes |" in survival.limits_page(fixture(), [{**limit, "promises_status": [414]}])
+    assert "| **no** |" in survival.limits_page(fixture(), [{**limit, "promises_status": [400]}])
 
 
 def test_every_documented_limit_names_a_real_case_and_variant() -> None:
@@ -258,7 +281,7 @@ def test_every_documented_limit_names_a_real_case_and_variant() -> None:
         if "case" in limit:
             entry = case(limit["case"])
             if "variant" in limit:
-                assert limit["variant"] in {variant["name"] for variant in entry.get("variant", [])} or \
+                assert limit["variant"] in {variant.name for variant in entry.variant or []} or \
                     limit["variant"].endswith("pipelined"), limit
 
 
@@ -291,6 +314,6 @@ def test_the_proxy_table_names_the_cases_nginx_fixes_and_the_ones_it_costs() -> 
     fronted.update(name="sequential-sockets+nginx", behind_nginx=True)
     fronted["cases"][0]["verdict"] = "robust"
     record["designs"] = [alone, fronted]
-    page = survival.proxy_page(record)
+    page = survival.proxy_page(fixture(record))
     assert "| 3. long-request-line | ⚠ 414 | ✔ 414 |" in page
     assert "nginx turns cases 3 robust, and cases none from robust to not." in page

@@ -17,7 +17,7 @@ import pytest
 
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records import load_records
+from harness.model.records import load_scenario_records
 from harness.model.records.conformance import Answer
 from harness.render.cells import cells_by_level, format_rate, summarise_cell
 from harness.render.predict import QUESTIONS, predict_files
@@ -35,7 +35,7 @@ CODE_PATTERNS = {
 
 
 def test_every_question_quotes_its_records_median_and_sits_before_the_results() -> None:
-    records = load_records()
+    records = load_scenario_records()
     files = predict_files(records, Path("/generated"))
     assert len(files) >= 20, "most design pages should ask a question"
     designs = load_catalogue().designs
@@ -43,8 +43,9 @@ def test_every_question_quotes_its_records_median_and_sits_before_the_results() 
         name = path.stem
         scenario = re.search(r"from results/([\w.-]+)\.json", text).group(1)
         clients = dict(QUESTIONS)[scenario]
-        design = next(design for design in records[scenario]["designs"] if design["name"] == name)
-        median = summarise_cell(cells_by_level(design["runs"])[clients])["rate"]["median"]
+        design = records[scenario].design(name)
+        assert design is not None, name
+        median = summarise_cell(cells_by_level(design.runs)[clients])["rate"]["median"]
         assert f"**Measured: {format_rate(median)} requests a second**" in text, name
         assert text.count("??? question") == 1 and "How many requests a second?" in text, name
         page = (DOCS / designs[name].page).read_text(encoding="utf-8")
@@ -56,7 +57,7 @@ def test_every_question_quotes_its_records_median_and_sits_before_the_results() 
 def test_the_survival_legend_explains_every_status_code_in_the_record() -> None:
     record = load_record(REPO_ROOT / "results")
     assert record is not None
-    tokens = {part for design in record["designs"] for result in design["cases"] for status in result["statuses"]
+    tokens = {part for design in record.designs for result in design.cases for status in result.statuses
               for part in ([status] if status == "n/a" else status.split("/"))}
     unexplained = [token for token in tokens
                    if not any(re.fullmatch(pattern, token) and (code is None or code in CODES)
@@ -68,10 +69,10 @@ def test_the_survival_grid_has_a_cell_per_case_and_a_verdict_per_design() -> Non
     record = load_record(REPO_ROOT / "results")
     page = grid_page(record)
     rows = [line for line in page.splitlines() if line.startswith("| ") and 'class="sv ' in line]
-    assert len(rows) == len(record["designs"])
-    assert all(row.count('class="sv ') == len(record["cases"]) for row in rows)
+    assert record is not None and len(rows) == len(record.designs)
+    assert all(row.count('class="sv ') == len(record.cases) for row in rows)
     verdicts = page.split("**One line per design:**")[1]
-    assert verdicts.count("robust in ") == len(record["designs"])
+    assert verdicts.count("robust in ") == len(record.designs)
 
 
 def test_the_conformance_grid_draws_every_answer_of_the_record_and_matches_the_committed_file() -> None:

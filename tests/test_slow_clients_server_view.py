@@ -12,7 +12,9 @@ import contextlib
 import dataclasses
 import socket
 from pathlib import Path
+from typing import Any
 
+from harness.model.records.hostile import ConnectionsHeld, HostileRecord
 from harness.render import deployment_tables
 from harness.suites.hostile import cases, run
 from harness.system import connections, processes
@@ -25,26 +27,28 @@ SLOWLORIS = SUITE.select(["slowloris"])[0]
 SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), slowloris_connections=1, bound=2.0, settle=2.0)
 
 
-def held(tmp_path: Path, behind_nginx: bool) -> dict[str, float | None]:
+def held(tmp_path: Path, behind_nginx: bool) -> ConnectionsHeld:
     design = CATALOGUE.design("thread-pool-queue")
     with run.launched(design, SETTINGS.delay, tmp_path, behind_nginx) as server:
         result = run.run_case(server, SLOWLORIS, SETTINGS)
-    return result["connections_held"]
+    assert result.connections_held is not None, result
+    return result.connections_held
 
 
 def test_alone_the_server_holds_the_slow_client(tmp_path: Path) -> None:
     counts = held(tmp_path, behind_nginx=False)
-    assert counts["proxy_peak"] is None
-    assert counts["server_peak"] >= counts["server_before"] + 1, counts
-    assert counts["server_connection_seconds"] > 0.5, counts  # held for the case's 2 s, not a moment
+    assert counts.proxy_peak is None
+    assert counts.server_peak >= counts.server_before + 1, counts
+    assert counts.server_connection_seconds > 0.5, counts  # held for the case's 2 s, not a moment
 
 
 def test_behind_nginx_the_server_holds_no_more_than_nginx(tmp_path: Path) -> None:
     counts = held(tmp_path, behind_nginx=True)
-    assert counts["proxy_peak"] >= 1, counts  # the slow client, at nginx
-    assert counts["server_peak"] <= counts["proxy_peak"], counts
+    assert counts.proxy_peak is not None and counts.proxy_peak >= 1, counts  # the slow client, at nginx
+    assert counts.server_peak <= counts.proxy_peak, counts
     # nginx holds the slow client for the whole case; the server at most the probe's request, briefly.
-    assert counts["server_connection_seconds"] < counts["proxy_connection_seconds"], counts
+    assert counts.proxy_connection_seconds is not None, counts
+    assert counts.server_connection_seconds < counts.proxy_connection_seconds, counts
 
 
 def test_established_counts_only_the_listeners_side_of_a_connection() -> None:
@@ -57,19 +61,41 @@ def test_established_counts_only_the_listeners_side_of_a_connection() -> None:
             assert connections.established(client.getsockname()[1]) == 1  # and the client's, on its own port
 
 
+def case_result(case_id: str, number: int, verdict: str, held: dict[str, float | None] | None) -> dict[str, Any]:
+    """A slow client's case as the record keeps it; `held` None: a record made before the counts were."""
+    return {"case": case_id, "number": number, "verdict": verdict, "robust": verdict == "robust", "survived": True,
+            "alive": True, "statuses": ["open"], "seconds_to_close": None, "probe_during": None, "probe_after": None,
+            "fds_leaked": 0, "threads_leaked": 0, "fds_before": 4, "threads_before": 1, "peak_rss_mib": None,
+            "cpu_seconds": None, "case_seconds": 2.0, "variants": [], "errors": [], "stderr_tail": "",
+            **({} if held is None else {"connections_held": {"samples": 40, **held}})}
+
+
+def design_result(name: str, behind_nginx: bool, results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "design": "uvicorn", "title": "uvicorn", "model": "event loop", "behind_nginx": behind_nginx,
+            "status": "ok", "problems": [], "stderr_tail": "", "server_commands": [], "cases": results}
+
+
 def test_the_table_shows_each_port_and_says_when_a_case_was_not_counted() -> None:
-    record = {"cases": [{"id": "slowloris", "short": "slowloris"}, {"id": "slow-reader", "short": "slow reader"}],
-              "settings": dataclasses.asdict(SETTINGS), "environment": {"commit": "0123456789ab"},
-              "started_utc": "2026-11-26T02:00:00Z", "mode": "full",
-              "designs": [{"name": "uvicorn", "design": "uvicorn", "behind_nginx": False, "cases": [
-                              {"case": "slowloris", "verdict": "weak", "connections_held": {
-                                  "server_before": 0, "server_peak": 21, "proxy_peak": None,
-                                  "server_connection_seconds": 219.0, "proxy_connection_seconds": None}},
-                              {"case": "slow-reader", "verdict": "robust"}]},  # an older record: no counts
-                          {"name": "uvicorn+nginx", "design": "uvicorn", "behind_nginx": True, "cases": [
-                              {"case": "slowloris", "verdict": "weak", "connections_held": {
-                                  "server_before": 0, "server_peak": 1, "proxy_peak": 21,
-                                  "server_connection_seconds": 0.1, "proxy_connection_seconds": 219.2}}]}]}
+    case = {"title": "t", "robust": "r", "wild": "w", "reference": "ref"}
+    environment = {"cpu_model": "cpu", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0, "kernel": "6",
+                   "os": "Linux", "python": "3.11", "runner": "local",
+                   "pinning": {"server_cpu": None, "load_tool_cpu": None, "method": "none"}, "tools": {},
+                   "commit": "0123456789ab", "dirty": False}
+    record = HostileRecord.from_json({
+        "schema": 1, "suite": "hostile", "title": "t", "mode": "full", "command": [],
+        "settings": SETTINGS.to_record(jobs=1), "environment": environment,
+        "started_utc": "2026-11-26T02:00:00Z", "finished_utc": "2026-11-26T02:01:00Z",
+        "cases": [{**case, "number": 10, "id": "slowloris", "kind": "slowloris", "short": "slowloris"},
+                  {**case, "number": 14, "id": "slow-reader", "kind": "slow-reader", "short": "slow reader"}],
+        "designs": [design_result("uvicorn", False, [
+                        case_result("slowloris", 10, "weak", {"server_before": 0, "server_peak": 21, "proxy_peak": None,
+                                                              "server_connection_seconds": 219.0,
+                                                              "proxy_connection_seconds": None}),
+                        case_result("slow-reader", 14, "robust", None)]),  # an older record: no counts
+                    design_result("uvicorn+nginx", True, [
+                        case_result("slowloris", 10, "weak", {"server_before": 0, "server_peak": 1, "proxy_peak": 21,
+                                                              "server_connection_seconds": 0.1,
+                                                              "proxy_connection_seconds": 219.2})])]}, "the fixture")
     table = deployment_tables.held_table(record)
     assert "| slowloris | 21 (219.0) | 21 (219.2) | 1 (0.1) |" in table
     assert "| slow reader | not counted | n/a | n/a |" in table

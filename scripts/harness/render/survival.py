@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.suite_settings import HostileSettings
+from harness.model.records.hostile import CaseResult, DesignResult, EmfileFigures, HostileRecord
 from harness.render.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
@@ -43,11 +43,12 @@ NOT_MEASURED = ("*Not measured yet: `results/hostile.json` does not exist. "
                 "(records under build/results/).*\n")
 
 
-def load_record(results_dir: Path) -> dict[str, Any] | None:
-    path = results_dir / RECORD_NAME
+def load_record(results_dir: Path, name: str = RECORD_NAME) -> HostileRecord | None:
+    """The hostile record results_dir/name, typed; None when it has not been made yet."""
+    path = results_dir / name
     if not path.exists():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    return HostileRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
 
 
 def _escape(text: str) -> str:
@@ -63,53 +64,51 @@ def compact_status(statuses: list[str]) -> str:
     return "/".join(seen)
 
 
-def cell(result: dict[str, Any] | None) -> str:
+def cell(result: CaseResult | None) -> str:
     if result is None:
         return "–"
-    mark = MARKS[result["verdict"]]
-    if result["verdict"] in ("n/a", "died"):
+    mark = MARKS[result.verdict]
+    if result.verdict in ("n/a", "died"):
         return mark
-    return f"{mark} {_escape(compact_status(result['statuses']))}"
+    return f"{mark} {_escape(compact_status(result.statuses))}"
 
 
-def design_label(design: dict[str, Any]) -> str:
+def design_label(design: DesignResult) -> str:
     """The design's short name, linked to its page, and whether it ran behind nginx."""
-    suffix = " behind nginx" if design["behind_nginx"] else ""
-    return f"{design_link(design['design'])}{suffix}"
+    suffix = " behind nginx" if design.behind_nginx else ""
+    return f"{design_link(design.design)}{suffix}"
 
 
-def totals(design: dict[str, Any]) -> dict[str, int]:
+def totals(design: DesignResult) -> dict[str, int]:
     counts = {verdict: 0 for verdict in MARKS}
-    for result in design["cases"]:
-        counts[result["verdict"]] += 1
+    for result in design.cases:
+        counts[result.verdict] += 1
     return counts
 
 
-def matrix_tables(record: dict[str, Any]) -> str:
+def matrix_tables(record: HostileRecord) -> str:
     """The designs x cases matrix, in tables of CASES_PER_TABLE cases, then each design's totals."""
-    cases = record["cases"]
+    cases = record.cases
     parts = []
     tables = -(-len(cases) // CASES_PER_TABLE)
     base, extra = divmod(len(cases), tables)  # balanced: 17 cases make tables of 5, 4, 4, 4, not 5, 5, 5, 2
     starts = [index * base + min(index, extra) for index in range(tables + 1)]
     for start, end in zip(starts, starts[1:]):
         chunk = cases[start:end]
-        header = "| Design | " + " | ".join(f"[{case['number']}. {case.get('short', case['id'])}](#case-{case['id']})"
-                                          for case in chunk) + " |"
+        header = "| Design | " + " | ".join(f"[{case.number}. {case.column}](#case-{case.id})" for case in chunk) + " |"
         lines = [header, "|---|" + "---|" * len(chunk)]
-        for design in record["designs"]:
-            by_case = {result["case"]: result for result in design["cases"]}
-            lines.append(f"| {design_label(design)} | " + " | ".join(cell(by_case.get(case["id"])) for case in chunk)
+        for design in record.designs:
+            lines.append(f"| {design_label(design)} | " + " | ".join(cell(design.result(case.id)) for case in chunk)
                          + " |")
         parts.append("\n".join(lines))
     total_lines = ["| Design | " + " | ".join(f"{MARKS[verdict]} {verdict}" for verdict in MARKS) + " | Problems |",
                    "|---|" + "---|" * (len(MARKS) + 1)]
     grand = {verdict: 0 for verdict in MARKS}
-    for design in record["designs"]:
+    for design in record.designs:
         counts = totals(design)
         for verdict, count in counts.items():
             grand[verdict] += count
-        problems = _escape("; ".join(design["problems"])) or "–"
+        problems = _escape("; ".join(design.problems)) or "–"
         total_lines.append(f"| {design_label(design)} | " + " | ".join(str(counts[verdict]) for verdict in MARKS)
                            + f" | {problems} |")
     total_lines.append("| **all** | " + " | ".join(f"**{grand[verdict]}**" for verdict in MARKS) + " | |")
@@ -121,20 +120,20 @@ def legend() -> str:
     return "\n".join(f"- {MARKS[verdict]} **{verdict}**: {text}" for verdict, text in LEGEND.items()) + "\n"
 
 
-def caption(record: dict[str, Any]) -> str:
-    settings, environment = HostileSettings.from_record(record["settings"]), record["environment"]
+def caption(record: HostileRecord) -> str:
+    settings, environment = record.settings, record.environment
     return (f"Each design started alone (no CPU pinning) with a {settings.delay:g} s simulated call; "
             f"a case waits at most {settings.short_bound or settings.bound:g} s for a parser's answer and "
             f"{settings.bound:g} s for a close (body stall, slowloris, idle, slow reader); the probe is a GET / that "
             f"must get 200 within {settings.probe_timeout:g} s, {settings.probe_at:g} s into the case, and "
-            f"another within {settings.after_timeout:g} s after it. Machine: {environment['cpu_model']}, "
-            f"{environment['cpu_count']} CPUs, Linux {environment['kernel']}, Python {environment['python']}, "
-            f"{', '.join(environment['tools'].values())}; commit `{environment['commit'][:10]}`, "
-            f"{record['started_utc']} to {record['finished_utc']} ({record['mode']} run). "
+            f"another within {settings.after_timeout:g} s after it. Machine: {environment.cpu_model}, "
+            f"{environment.cpu_count} CPUs, Linux {environment.kernel}, Python {environment.python}, "
+            f"{', '.join(environment.tools.values())}; commit `{environment.commit[:10]}`, "
+            f"{record.started_utc} to {record.finished_utc} ({record.mode} run). "
             "Raw record: `results/hostile.json`.\n")
 
 
-def matrix_page(record: dict[str, Any] | None) -> str:
+def matrix_page(record: HostileRecord | None) -> str:
     if record is None:
         return NOT_MEASURED
     return legend() + "\n" + matrix_tables(record) + "\n" + caption(record)
@@ -144,21 +143,20 @@ def seconds(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def detail_rows(record: dict[str, Any], case_id: str) -> list[str]:
+def detail_rows(record: HostileRecord, case_id: str) -> list[str]:
     rows = []
-    for design in record["designs"]:
-        result = next((result for result in design["cases"] if result["case"] == case_id), None)
+    for design in record.designs:
+        result = design.result(case_id)
         if result is None:
             continue
-        variants = "; ".join(f"{variant['name']}: {variant['status']}" + (f" ({variant['note']})" if variant["note"]
-                                                                           else "")
-                             for variant in result["variants"])
-        during = result["probe_during"]
-        probe = "–" if during is None else (f"{during['status']} in {during['seconds']:.2f} s" if during["status"]
+        variants = "; ".join(f"{variant.name}: {variant.status}" + (f" ({variant.note})" if variant.note else "")
+                             for variant in result.variants)
+        during = result.probe_during
+        probe = "–" if during is None else (f"{during.status} in {during.seconds:.2f} s" if during.status
                                             else "not served")
-        rows.append(f"| {design_label(design)} | {MARKS[result['verdict']]} probe {_escape(probe)} | {_escape(variants)} | "
-                    f"{seconds(result['seconds_to_close'])} | {result['fds_leaked']} / {result['threads_leaked']} | "
-                    f"{result['peak_rss_mib']} / {result['cpu_seconds']} |")
+        rows.append(f"| {design_label(design)} | {MARKS[result.verdict]} probe {_escape(probe)} | {_escape(variants)} | "
+                    f"{seconds(result.seconds_to_close)} | {result.fds_leaked} / {result.threads_leaked} | "
+                    f"{result.peak_rss_mib} / {result.cpu_seconds} |")
     return rows
 
 
@@ -167,19 +165,19 @@ def details(summary: str, lines: list[str]) -> str:
     return f'??? note "{summary}"\n\n' + "".join(f"    {line}\n" for line in lines)
 
 
-def cases_page(record: dict[str, Any] | None) -> str:
+def cases_page(record: HostileRecord | None) -> str:
     if record is None:
         return NOT_MEASURED
     parts = []
-    for case in record["cases"]:
+    for case in record.cases:
         parts.append(
-            f"### {case['number']}. {case['title']} {{#case-{case['id']}}}\n\n"
-            f"**Robust answer:** {case['robust']}.  \n**In the wild:** {case['wild']}  \n"
-            f"**Reference:** {case['reference']}.\n\n"
+            f"### {case.number}. {case.title} {{#case-{case.id}}}\n\n"
+            f"**Robust answer:** {case.robust}.  \n**In the wild:** {case.wild}  \n"
+            f"**Reference:** {case.reference}.\n\n"
             + details("What each design did, connection by connection", [
                 "| Design | Verdict, probe during the case | Each connection's answer | Closed after (s) "
                 "| fds / threads leaked | Peak RSS (MiB) / CPU (s) |", "|---|---|---|---|---|---|",
-                *detail_rows(record, case["id"])]))
+                *detail_rows(record, case.id)]))
     return "\n".join(parts)
 
 
@@ -187,32 +185,31 @@ def load_limits(path: Path = LIMITS_FILE) -> list[dict[str, Any]]:
     return tomllib.loads(path.read_text(encoding="utf-8"))["limit"]
 
 
-def measured(record: dict[str, Any], limit: dict[str, Any]) -> tuple[str, bool | None]:
+def measured(record: HostileRecord, limit: dict[str, Any]) -> tuple[str, bool | None]:
     """What the suite measured for a documented limit, and whether it keeps the promise (None: nothing to compare)."""
     if "case" not in limit:
         return "no case isolates it", None
-    design = next((design for design in record["designs"] if design["name"] == limit["design"]), None)
-    result = None if design is None else next((result for result in design["cases"]
-                                               if result["case"] == limit["case"]), None)
+    design = next((design for design in record.designs if design.name == limit["design"]), None)
+    result = None if design is None else design.result(limit["case"])
     if result is None:
         return "not measured", None
-    variant = next((variant for variant in result["variants"] if variant["name"] == limit.get("variant")),
-                   result["variants"][0])
-    shown = f"case {result['number']} ({variant['name']}): {variant['status']}"
-    closed = variant["seconds_to_close"]
-    bound = HostileSettings.from_record(record["settings"]).bound
+    variant = next((variant for variant in result.variants if variant.name == limit.get("variant")),
+                   result.variants[0])
+    shown = f"case {result.number} ({variant.name}): {variant.status}"
+    closed = variant.seconds_to_close
+    bound = record.settings.bound
     if closed is not None:
         shown += f", closed after {closed:.1f} s"
     elif limit.get("closes_within") is not None:
         shown += f", open after {bound:g} s"
-    if result["probe_during"] is not None and not result["probe_during"]["status"]:
+    if result.probe_during is not None and not result.probe_during.status:
         shown += "; probe not served"
     checks: list[bool] = []
     if "promises_status" in limit:
-        checks.append(variant["status"].split("→")[-1] in {str(status) for status in limit["promises_status"]})
+        checks.append(variant.status.split("→")[-1] in {str(status) for status in limit["promises_status"]})
     if "promises_note" in limit:
-        checks.append(limit["promises_note"] in variant["note"])
-        shown += f" ({variant['note']})"
+        checks.append(limit["promises_note"] in variant.note)
+        shown += f" ({variant.note})"
     if limit.get("closes_within") is not None:
         if closed is None and limit["closes_within"] > bound:
             return shown + f" (the promise is longer than the suite's {bound:g} s)", None
@@ -220,7 +217,7 @@ def measured(record: dict[str, Any], limit: dict[str, Any]) -> tuple[str, bool |
     return shown, (all(checks) if checks else None)
 
 
-def limits_page(record: dict[str, Any] | None, limits: list[dict[str, Any]] | None = None) -> str:
+def limits_page(record: HostileRecord | None, limits: list[dict[str, Any]] | None = None) -> str:
     """One table per real server: each documented limit, our setting, what the suite measured, and the verdict."""
     limits = load_limits() if limits is None else limits
     parts = []
@@ -236,30 +233,29 @@ def limits_page(record: dict[str, Any] | None, limits: list[dict[str, Any]] | No
     return wide_table("\n\n".join(parts))
 
 
-def proxy_page(record: dict[str, Any] | None) -> str:
+def proxy_page(record: HostileRecord | None) -> str:
     if record is None:
         return NOT_MEASURED
-    proxied = [design for design in record["designs"] if design["behind_nginx"]]
-    alone = {design["name"]: design for design in record["designs"] if not design["behind_nginx"]}
-    pairs = [(alone[design["design"]], design) for design in proxied if design["design"] in alone]
+    proxied = [design for design in record.designs if design.behind_nginx]
+    alone = {design.name: design for design in record.designs if not design.behind_nginx}
+    pairs = [(alone[design.design], design) for design in proxied if design.design in alone]
     if not pairs:
         return "*No design was measured both alone and behind nginx in this record.*\n"
-    header = "| Case | " + " | ".join(f"`{pair[0]['design']}` alone | behind nginx" for pair in pairs) + " |"
+    header = "| Case | " + " | ".join(f"`{solo.design}` alone | behind nginx" for solo, _ in pairs) + " |"
     lines = [header, "|---|" + "---|---|" * len(pairs)]
-    for case in record["cases"]:
+    for case in record.cases:
         cells = []
         for solo, fronted in pairs:
             for design in (solo, fronted):
-                cells.append(cell(next((result for result in design["cases"] if result["case"] == case["id"]), None)))
-        lines.append(f"| {case['number']}. {case['id']} | " + " | ".join(cells) + " |")
+                cells.append(cell(design.result(case.id)))
+        lines.append(f"| {case.number}. {case.id} | " + " | ".join(cells) + " |")
     summary = []
     for solo, fronted in pairs:
-        fixed = [case["number"] for case in record["cases"]
-                 if _verdict(solo, case["id"]) in ("stalled", "weak", "died")
-                 and _verdict(fronted, case["id"]) == "robust"]
-        worse = [case["number"] for case in record["cases"]
-                 if _verdict(solo, case["id"]) == "robust" and _verdict(fronted, case["id"]) in ("stalled", "weak", "died")]
-        summary.append(f"- `{solo['design']}`: robust in {totals(solo)['robust']} cases alone, "
+        fixed = [case.number for case in record.cases
+                 if solo.verdict(case.id) in ("stalled", "weak", "died") and fronted.verdict(case.id) == "robust"]
+        worse = [case.number for case in record.cases
+                 if solo.verdict(case.id) == "robust" and fronted.verdict(case.id) in ("stalled", "weak", "died")]
+        summary.append(f"- `{solo.design}`: robust in {totals(solo)['robust']} cases alone, "
                        f"{totals(fronted)['robust']} behind nginx; nginx turns cases "
                        f"{', '.join(map(str, fixed)) or 'none'} robust, and cases "
                        f"{', '.join(map(str, worse)) or 'none'} from robust to not.")
@@ -267,66 +263,62 @@ def proxy_page(record: dict[str, Any] | None) -> str:
     return wide_table("\n".join(lines)) + "\n" + "\n".join(summary) + "\n"
 
 
-def emfile_figures(record: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def emfile_figures(record: HostileRecord) -> list[tuple[DesignResult, EmfileFigures]]:
     """(design, figures) for every design whose case 15 measured them (records since the limit is lowered live)."""
     rows = []
-    for design in record["designs"]:
-        result = next((result for result in design["cases"] if result["case"] == "emfile"), None)
-        figures = result["variants"][0].get("figures") if result and result["variants"] else None
+    for design in record.designs:
+        result = design.result("emfile")
+        figures = None if result is None else result.figures
         if figures:
             rows.append((design, figures))
     return rows
 
 
-def emfile_page(record: dict[str, Any] | None) -> str:
+def emfile_page(record: HostileRecord | None) -> str:
     """Case 15 in a few sentences: who spun, who stayed quiet at the limit, who never reached it; then every figure."""
     if record is None:
         return NOT_MEASURED
     rows = emfile_figures(record)
-    case = next((case for case in record["cases"] if case["id"] == "emfile"), None)
+    case = record.case("emfile")
     if not rows or case is None:
         return "*This record was measured before case 15 lowered the limit of the running server.*\n"
-    busy_share = case.get("busy_cpu_share", 0.5)
+    busy_share = 0.5 if case.busy_cpu_share is None else case.busy_cpu_share
     first = rows[0][1]
-    verdicts = {design["name"]: _verdict(design, "emfile") for design in record["designs"]}
-    died = [(design, figures) for design, figures in rows if verdicts[design["name"]] == "died"]
-    rows = [(design, figures) for design, figures in rows if verdicts[design["name"]] != "died"]
-    busy = [(design, figures) for design, figures in rows if figures["cpu_share"] > busy_share]
-    quiet = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and figures["at_limit"]]
-    never = [(design, figures) for design, figures in rows if figures["cpu_share"] <= busy_share and not figures["at_limit"]]
-    measured = {design["name"] for design, _ in rows + died}
-    unmeasured = [design for design in record["designs"] if design["name"] not in measured
-                  and any(result["case"] == "emfile" for result in design["cases"])]
+    verdicts = {design.name: design.verdict("emfile") for design in record.designs}
+    died = [(design, figures) for design, figures in rows if verdicts[design.name] == "died"]
+    rows = [(design, figures) for design, figures in rows if verdicts[design.name] != "died"]
+    busy = [(design, figures) for design, figures in rows if figures.cpu_share > busy_share]
+    quiet = [(design, figures) for design, figures in rows if figures.cpu_share <= busy_share and figures.at_limit]
+    never = [(design, figures) for design, figures in rows if figures.cpu_share <= busy_share and not figures.at_limit]
+    measured = {design.name for design, _ in rows + died}
+    unmeasured = [design for design in record.designs if design.name not in measured
+                  and design.result("emfile") is not None]
     total = len(rows) + len(died) + len(unmeasured)
 
-    def named(entries: list[tuple[dict[str, Any], dict[str, Any]]], with_cpu: bool = False) -> str:
-        return ", ".join(design["name"] + (f" ({figures['cpu_share']:.0%})" if with_cpu else "")
+    def named(entries: list[tuple[DesignResult, EmfileFigures]], with_cpu: bool = False) -> str:
+        return ", ".join(design.name + (f" ({figures.cpu_share:.0%})" if with_cpu else "")
                          for design, figures in entries) or "none"
 
     lines = [(f"Each process's limit was lowered, once the design answered, to the descriptors it held + "
-              f"{first['headroom']}; the CPU was measured for {first['hold_seconds']:g} s while the connections "
+              f"{first.headroom}; the CPU was measured for {first.hold_seconds:g} s while the connections "
               f"were held. More than {busy_share:.0%} of a CPU is a busy loop."), ""]
     lines.append(f"- **A busy loop at the limit** ({len(busy)} of {total}): {named(busy, with_cpu=True)}.")
     if quiet:
-        top = max(figures["cpu_share"] for _, figures in quiet)
+        top = max(figures.cpu_share for _, figures in quiet)
         lines.append(f"- **At the limit and quiet** ({len(quiet)} of {total}): at most {top:.0%} of a CPU.")
     if died:
         lines.append(f"- **Died in this case** ({len(died)} of {total}: its stderr is in the record): {named(died)}.")
     lines.append(f"- **Never at the limit** ({len(never)} of {total}: no process ran out of descriptors, so "
                  f"`accept()` never failed): {named(never)}.")
     if unmeasured:
-        errors = sorted({error for design in unmeasured for result in design["cases"] if result["case"] == "emfile"
-                         for error in result.get("errors", [])})
+        errors = sorted({error for design in unmeasured for result in design.cases if result.case == "emfile"
+                         for error in result.errors})
         lines.append(f"- **Not measured** ({len(unmeasured)} of {total}: the case could not run; "
-                     f"{'; '.join(errors) or 'no figures'}): {', '.join(design['name'] for design in unmeasured)}.")
+                     f"{'; '.join(errors) or 'no figures'}): {', '.join(design.name for design in unmeasured)}.")
     table = ["| Design | CPU while held | Processes at the limit | Connections held |", "|---|---|---|---|"]
-    table += [f"| {design_label(design)} | {figures['cpu_share']:.0%} | {figures['at_limit']} of "
-              f"{figures['processes']} | {figures['connections_held']} |" for design, figures in rows]
+    table += [f"| {design_label(design)} | {figures.cpu_share:.0%} | {figures.at_limit} of "
+              f"{figures.processes} | {figures.connections_held} |" for design, figures in rows]
     return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
-
-
-def _verdict(design: dict[str, Any], case_id: str) -> str | None:
-    return next((result["verdict"] for result in design["cases"] if result["case"] == case_id), None)
 
 
 def survival_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]:

@@ -18,8 +18,8 @@ turns from robust to not): the text table had two columns per design and was wid
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from harness.model.records.hostile import CaseResult, DesignResult, HostileCase, HostileRecord
 from harness.render.grid import Column, grid_table, legend_mark, mark_cell, not_run_cell
 from harness.render.survival import LEGEND, MARKS, compact_status, design_label, load_record, proxy_page, totals
 
@@ -41,72 +41,71 @@ CODES = {
 VERDICT_WORDS = {"robust": "robust", "weak": "weak in", "stalled": "stalled in", "died": "died in"}
 
 
-def _cell(case: dict[str, Any], result: dict[str, Any] | None) -> str:
+def _cell(case: HostileCase, result: CaseResult | None) -> str:
     """One grid cell: the verdict's mark on its colour, the answers as tooltip and as text for a screen reader."""
     if result is None:
         return not_run_cell()
-    verdict = result["verdict"]
-    answers = compact_status(result["statuses"])
-    said = f"{case['number']}. {case.get('short', case['id'])}: {verdict}" + (f", {answers}" if answers else "")
+    verdict = result.verdict
+    answers = compact_status(result.statuses)
+    said = f"{case.number}. {case.column}: {verdict}" + (f", {answers}" if answers else "")
     return mark_cell(f"sv-{verdict.replace('/', '')}", MARKS[verdict], said)
 
 
-def grid(record: dict[str, Any], designs: list[dict[str, Any]] | None = None) -> str:
+def grid(record: HostileRecord, designs: list[DesignResult] | None = None) -> str:
     """Designs (every one, or those given) x cases, a coloured mark per cell, the case numbers linking to their sections."""
-    cases = record["cases"]
-    columns = [Column(str(case["number"]), f"#case-{case['id']}", case.get("short", case["id"])) for case in cases]
+    cases = record.cases
+    columns = [Column(str(case.number), f"#case-{case.id}", case.column) for case in cases]
     rows = []
-    for design in record["designs"] if designs is None else designs:
-        by_case = {result["case"]: result for result in design["cases"]}
-        rows.append((design_label(design), [_cell(case, by_case.get(case["id"])) for case in cases]))
+    for design in record.designs if designs is None else designs:
+        rows.append((design_label(design), [_cell(case, design.result(case.id)) for case in cases]))
     return grid_table(columns, rows)
 
 
-def legend(record: dict[str, Any]) -> str:
+def legend(record: HostileRecord) -> str:
     """Every mark and its colour, every case's number, every status code."""
     marks = "\n".join(f'- {legend_mark("sv-" + verdict.replace("/", ""), MARKS[verdict])} **{verdict}**: {text}'
                       for verdict, text in LEGEND.items())
-    numbers = ", ".join(f"{case['number']} {case.get('short', case['id'])}" for case in record["cases"])
+    numbers = ", ".join(f"{case.number} {case.column}" for case in record.cases)
     codes = "\n".join(f"- `{code}`: {meaning}" for code, meaning in CODES.items())
     return (f"{marks}\n\n**Cases:** {numbers}. Point at a cell for what the design answered.\n\n"
             f'??? info "What the answers in a cell\'s tooltip, the text matrix and the case tables mean"\n\n'
             + "".join(f"    {line}\n" for line in codes.splitlines()) + "\n")
 
 
-def verdict_line(record: dict[str, Any], design: dict[str, Any]) -> str:
+def verdict_line(record: HostileRecord, design: DesignResult) -> str:
     """'robust in 12 of 17; stalled in 10 slowloris, 11 idle; weak in 3 long line'."""
     counts = totals(design)
     applicable = sum(count for verdict, count in counts.items() if verdict != "n/a")
-    short = {case["id"]: f"{case['number']} {case.get('short', case['id'])}" for case in record["cases"]}
+    short = {case.id: f"{case.number} {case.column}" for case in record.cases}
     parts = [f"robust in {counts['robust']} of {applicable}"]
     for verdict in ("died", "stalled", "weak"):
-        named = [short.get(result["case"], result["case"]) for result in design["cases"] if result["verdict"] == verdict]
+        named = [short.get(result.case, result.case) for result in design.cases if result.verdict == verdict]
         if named:
             parts.append(f"{VERDICT_WORDS[verdict]} {', '.join(named)}")
-    if design["problems"]:
-        parts.append("; ".join(design["problems"]))
+    if design.problems:
+        parts.append("; ".join(design.problems))
     return "; ".join(parts).replace("|", "/")
 
 
-def verdicts(record: dict[str, Any]) -> str:
+def verdicts(record: HostileRecord) -> str:
     lines = ["| Design | Verdict |", "|---|---|"]
-    lines += [f"| {design_label(design)} | {verdict_line(record, design)} |" for design in record["designs"]]
+    lines += [f"| {design_label(design)} | {verdict_line(record, design)} |" for design in record.designs]
     return "\n".join(lines) + "\n"
 
 
-def grid_page(record: dict[str, Any] | None) -> str:
+def grid_page(record: HostileRecord | None) -> str:
     if record is None:
         return "*Not measured yet: `results/hostile.json` does not exist.*\n"
     return grid(record) + "\n" + legend(record) + "\n**One line per design:**\n\n" + verdicts(record)
 
 
-def proxy_grid_page(record: dict[str, Any] | None) -> str:
+def proxy_grid_page(record: HostileRecord | None) -> str:
     """Each design measured both ways: its row alone, then behind nginx; then survival.py's line per pair."""
     if record is None:
         return "*Not measured yet: `results/hostile.json` does not exist.*\n"
-    alone = {design["name"]: design for design in record["designs"] if not design["behind_nginx"]}
-    rows = [row for design in record["designs"] if design["behind_nginx"] and design["design"] in alone
-            for row in (alone[design["design"]], design)]
+    alone = {design.name: design for design in record.designs if not design.behind_nginx}
+    rows = [row for design in record.designs if design.behind_nginx and design.design in alone
+            for row in (alone[design.design], design)]
     if not rows:
         return proxy_page(record)  # its own line: no design was measured both ways
     summary = [line for line in proxy_page(record).splitlines() if line.startswith("- `")]

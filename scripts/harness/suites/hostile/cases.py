@@ -1,8 +1,10 @@
 """The hostile cases: the catalogue (scripts/catalogue/hostile/cases.toml) read into Case objects, and each kind.
 
-A case names a `kind`; the kind is one function here (CASE_KINDS) that opens its
-connections through clients/raw_http.py, sends its bytes, reads what comes back and judges
-it against the case's robust answer, one Variant per connection or group of connections.
+A Case is the record's HostileCase (model/records/hostile.py): the catalogue's table is read
+through it, so a misspelt parameter is refused at load. A case names a `kind`; the kind is one
+function here (CASE_KINDS) that opens its connections through clients/raw_http.py, sends its
+bytes, reads what comes back and judges it against the case's robust answer, one Variant per
+connection or group of connections.
 What the harness measures around every case (probes, leaks, a death) is run.py's.
 """
 
@@ -15,12 +17,13 @@ import socket
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.clients import raw_http
 from harness.model.catalogue import CATALOGUE_DIR
+from harness.model.records.hostile import CaseVariant, EmfileFigures, HostileCase, VariantOutcome
 from harness.model.suite_settings import HostileSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes
@@ -31,23 +34,7 @@ CASES_FILE = CATALOGUE_DIR / "hostile" / "cases.toml"
 
 # --- the catalogue of cases -------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Case:
-    number: int
-    id: str
-    title: str
-    robust: str
-    wild: str
-    reference: str
-    kind: str
-    parameters: dict[str, Any] = field(default_factory=dict)  # everything else the case's table says
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.parameters.get(key, default)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"number": self.number, "id": self.id, "title": self.title, "robust": self.robust,
-                "wild": self.wild, "reference": self.reference, "kind": self.kind, **self.parameters}
+Case = HostileCase  # a case as the catalogue gives it is the case as the record keeps it
 
 
 @dataclass(frozen=True)
@@ -71,9 +58,8 @@ def load_suite(path: Path = CASES_FILE) -> Suite:
     settings = dict(data.get("suite", {}))
     quick = settings.pop("quick", {})
     cases = []
-    for entry in data.get("case", []):
-        named = {key: entry[key] for key in ("number", "id", "title", "robust", "wild", "reference", "kind")}
-        case = Case(**named, parameters={key: value for key, value in entry.items() if key not in named})
+    for index, entry in enumerate(data.get("case", [])):
+        case = Case.from_json(entry, f"{path}: [[case]] {entry.get('id', index + 1)}")
         if case.kind not in CASE_KINDS:
             raise ValueError(f"{path}: case {case.id!r} has kind {case.kind!r}; known kinds: {', '.join(CASE_KINDS)}")
         cases.append(case)
@@ -115,12 +101,12 @@ class Variant:
     seconds: float | None = None  # time to close, from the last byte sent
     note: str = ""
     applicable: bool = True
-    figures: dict[str, float | int] = field(default_factory=dict)  # what a case measured, for the renderer
+    figures: EmfileFigures | None = None  # what case 15 measured, for the renderer
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "passed": self.passed, "status": self.status,
-                "seconds_to_close": None if self.seconds is None else round(self.seconds, 3),
-                "note": self.note, "applicable": self.applicable, **({"figures": self.figures} if self.figures else {})}
+    def to_record(self) -> VariantOutcome:
+        return VariantOutcome(name=self.name, passed=self.passed, status=self.status,
+                              seconds_to_close=None if self.seconds is None else round(self.seconds, 3),
+                              note=self.note, applicable=self.applicable, figures=self.figures)
 
 
 def status_label(statuses: list[int], reading: raw_http.Reading) -> str:
@@ -129,33 +115,35 @@ def status_label(statuses: list[int], reading: raw_http.Reading) -> str:
     return {"eof": "closed", "reset": "reset", "open": "open"}[reading.ended]
 
 
-def build_request(variant: dict[str, Any]) -> bytes:
-    if "random_bytes" in variant:
-        return random.Random(variant.get("seed", 9)).randbytes(variant["random_bytes"])
-    filler = variant.get("filler", "") * variant.get("filler_count", 0)
-    return variant["request"].replace("{filler}", filler).encode("latin-1")
+def build_request(variant: CaseVariant) -> bytes:
+    if variant.random_bytes is not None:
+        return random.Random(9 if variant.seed is None else variant.seed).randbytes(variant.random_bytes)
+    if variant.request is None:
+        raise ValueError(f"{CASES_FILE}: variant {variant.name!r} has neither `request` nor `random_bytes`")
+    filler = (variant.filler or "") * (variant.filler_count or 0)
+    return variant.request.replace("{filler}", filler).encode("latin-1")
 
 
 def exchange_case(target: Target, case: Case) -> list[Variant]:
     """Send each variant's bytes on its own connection, read the answer, judge it."""
     results = []
-    for variant in case.get("variant", []):
-        expect = variant.get("expect", case.get("expect", []))
-        accept = variant.get("accept", [])
-        answer_within = case.get("answer_within")
+    for variant in case.variant or []:
+        expect = variant.expect if variant.expect is not None else case.expect or []
+        accept = variant.accept or []
+        answer_within = case.answer_within
         payload = build_request(variant)
         bound = target.settings.bound
         with contextlib.closing(target.connect()) as conn:
             conn.settimeout(bound)
             try:
-                interval = case.get("dribble_interval")
+                interval = case.dribble_interval
                 if interval:
                     for index in range(len(payload)):
                         conn.sendall(payload[index:index + 1])
                         time.sleep(interval)
                 else:
                     conn.sendall(payload)
-                if case.get("half_close"):
+                if case.half_close:
                     conn.shutdown(socket.SHUT_WR)
             except OSError as error:
                 # The server may refuse before reading it all: a reset then is fine, read what it said.
@@ -177,9 +165,9 @@ def exchange_case(target: Target, case: Case) -> list[Variant]:
         if robust and answer_within and (reading.first_byte_seconds or 0) > answer_within:
             robust, _ = False, problems.append(f"answered after {reading.first_byte_seconds:.1f} s: a timeout, "
                                                "not the parser")
-        if status in accept and status not in expect and variant.get("note"):
-            problems.append(variant["note"])
-        results.append(Variant(variant["name"], robust, status_label(statuses, reading), reading.seconds,
+        if status in accept and status not in expect and variant.note:
+            problems.append(variant.note)
+        results.append(Variant(variant.name, robust, status_label(statuses, reading), reading.seconds,
                                "; ".join(filter(None, [note, *problems]))))
     return results
 
@@ -188,7 +176,7 @@ def pipelined_case(target: Target, case: Case) -> list[Variant]:
     """N requests in one segment: all answered, or the first answered and the connection closed cleanly."""
     results = []
     bound = target.settings.bound
-    for count in case.get("counts", [2]):
+    for count in [2] if case.counts is None else case.counts:
         request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         with contextlib.closing(target.connect()) as conn:
             conn.sendall(request * count)
@@ -215,7 +203,7 @@ def body_stall_case(target: Target, case: Case) -> list[Variant]:
     """A head promising 100,000 bytes, 10 of them, then silence: the server must close within its timeout."""
     bound = target.settings.bound
     with contextlib.closing(target.connect()) as conn:
-        conn.sendall(build_request(case.parameters))
+        conn.sendall(build_request(CaseVariant(name=case.id, request=case.request)))
         sent = time.monotonic()
         reading = raw_http.read_answer(conn, sent, sent + bound)
     statuses, _ = raw_http.responses(reading.data)
@@ -245,7 +233,7 @@ def slowloris_case(target: Target, case: Case) -> list[Variant]:
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        readings = raw_http.watch_closes(connections, started, started + bound, every=case.get("interval", 0.5),
+        readings = raw_http.watch_closes(connections, started, started + bound, every=0.5 if case.interval is None else case.interval,
                                          send=b"X-Slow: a\r\n")
     return [summarise_closes(f"{count} trickling", readings, refused, bound)]
 
@@ -271,7 +259,7 @@ def reset_case(target: Target, case: Case) -> list[Variant]:
             raw_http.reset(conn)
         except OSError:
             failures += 1
-    for _ in range(case.get("gone_during_call", 5)):
+    for _ in range(5 if case.gone_during_call is None else case.gone_during_call):
         try:
             conn = target.connect()
             conn.sendall(request)
@@ -344,7 +332,7 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
         cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
             if sampler.first and sampler.last else 0.0
     share = cpu / hold
-    busy = share > case.get("busy_cpu_share", 0.5)
+    busy = share > (0.5 if case.busy_cpu_share is None else case.busy_cpu_share)
     over = min(at_limit_before, at_limit_after)  # at the limit when the measurement began and when it ended
     limits = sorted({entry.limit for entry in lowered}) or [0]
     limit_range = f"{limits[0]}" if len(limits) == 1 else f"{limits[0]}–{limits[-1]}"
@@ -356,8 +344,8 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
         note += "; no process reached its limit: it never accepted past it"
     if refused:
         note += f"; {refused} never connected"
-    figures = {"cpu_share": round(share, 3), "hold_seconds": hold, "processes": len(lowered), "at_limit": over,
-               "connections_held": len(connections), "never_connected": refused, "headroom": headroom}
+    figures = EmfileFigures(cpu_share=round(share, 3), hold_seconds=hold, processes=len(lowered), at_limit=over,
+                            connections_held=len(connections), never_connected=refused, headroom=headroom)
     return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note, figures=figures)]
 
 
@@ -368,7 +356,8 @@ def at_limit(lowered: list[open_files.LoweredLimit]) -> int:
 
 def expect_continue_case(target: Target, case: Case) -> list[Variant]:
     """Announce a 10 MiB body with Expect: 100-continue; send it only after 100 (as curl does, or after 1 s)."""
-    size, wait = case.get("body_bytes", 10 * 2**20), case.get("wait_for_interim", 1.0)
+    size = 10 * 2**20 if case.body_bytes is None else case.body_bytes
+    wait = 1.0 if case.wait_for_interim is None else case.wait_for_interim
     bound = target.settings.bound
     head = (f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {size}\r\n"
             "Expect: 100-continue\r\nContent-Type: application/octet-stream\r\n\r\n").encode()

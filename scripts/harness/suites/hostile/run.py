@@ -29,11 +29,12 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.hostile import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
 from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
@@ -62,10 +63,10 @@ def settled_counts(pgid: int, before: tuple[int, int], settle: float) -> tuple[i
         time.sleep(0.1)
 
 
-def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str, Any]:
+def run_case(server: Server, case: Case, settings: HostileSettings) -> CaseResult:
     """One case against a running server, with the probes and the measurements around it."""
     pgid = server.process.pid
-    if case.get("short_bound"):  # an answer that takes longer than this is already not "at once"
+    if case.short_bound:  # an answer that takes longer than this is already not "at once"
         settings = dataclasses.replace(settings, bound=min(settings.bound, settings.short_bound))
     target = Target(server.target_host, server.target_port, pgid, settings)
     before = processes.group_counts(pgid)
@@ -86,7 +87,7 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str,
         player.start()
         during = None
         if case.kind not in NO_PROBE_DURING_KINDS:
-            player.join(case.get("probe_at", settings.probe_at))
+            player.join(settings.probe_at if case.probe_at is None else case.probe_at)
             during = raw_http.well_behaved_get(target.host, target.port, settings.probe_timeout)
         player.join(settings.bound * 3 + 60)  # every case is bounded well inside this
     elapsed = time.monotonic() - started
@@ -100,35 +101,34 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> dict[str,
     robust = all(variant.passed for variant in variants)
     if case.kind in LEAKS_FAIL_KINDS and (fds_leaked > 0 or threads_leaked > 0):
         robust = False
-    resources = sampler.summary(0)
-    return {
-        "case": case.id,
-        "number": case.number,
-        "verdict": verdict(applicable, alive, survived, robust),
-        "robust": robust,
-        "survived": survived,
-        "alive": alive,
-        "statuses": [variant.status for variant in variants],
-        "seconds_to_close": max((variant.seconds for variant in variants if variant.seconds is not None),
-                                default=None),
-        "probe_during": None if during is None else during.to_json(),
-        "probe_after": None if after is None else after.to_json(),
-        "fds_leaked": fds_leaked,
-        "threads_leaked": threads_leaked,
-        "fds_before": before[0],
-        "threads_before": before[1],
-        "peak_rss_mib": resources["peak_rss_mib"],
-        "cpu_seconds": resources["cpu_seconds"],
-        "case_seconds": round(elapsed, 2),
-        "variants": [variant.to_json() for variant in variants],
-        "errors": errors,
-        "stderr_tail": "" if alive else server.stderr_tail(),
-        **({} if held is None else {"connections_held": {  # established, on each port, during the case
-            "server_before": held.before[server.running.port], "server_peak": held.peak[server.running.port],
-            "proxy_peak": held.peak[server.target_port] if server.proxy else None, "samples": held.samples,
-            "server_connection_seconds": round(held.connection_seconds[server.running.port], 2),
-            "proxy_connection_seconds": round(held.connection_seconds[server.target_port], 2) if server.proxy else None}}),
-    }
+    resources = sampler.summary(0)  # a dict of system/resources.py's, not a record: its figures are copied below
+    return CaseResult(
+        case=case.id,
+        number=case.number,
+        verdict=verdict(applicable, alive, survived, robust),
+        robust=robust,
+        survived=survived,
+        alive=alive,
+        statuses=[variant.status for variant in variants],
+        seconds_to_close=max((variant.seconds for variant in variants if variant.seconds is not None), default=None),
+        probe_during=None if during is None else Probe.from_json(during.to_json(), "probe during"),
+        probe_after=None if after is None else Probe.from_json(after.to_json(), "probe after"),
+        fds_leaked=fds_leaked,
+        threads_leaked=threads_leaked,
+        fds_before=before[0],
+        threads_before=before[1],
+        peak_rss_mib=resources["peak_rss_mib"],
+        cpu_seconds=resources["cpu_seconds"],
+        case_seconds=round(elapsed, 2),
+        variants=[variant.to_record() for variant in variants],
+        errors=errors,
+        stderr_tail="" if alive else server.stderr_tail(),
+        connections_held=None if held is None else ConnectionsHeld(  # established, on each port, during the case
+            server_before=held.before[server.running.port], server_peak=held.peak[server.running.port],
+            proxy_peak=held.peak[server.target_port] if server.proxy else None, samples=held.samples,
+            server_connection_seconds=round(held.connection_seconds[server.running.port], 2),
+            proxy_connection_seconds=round(held.connection_seconds[server.target_port], 2) if server.proxy else None),
+    )
 
 
 def verdict(applicable: bool, alive: bool, survived: bool, robust: bool) -> str:
@@ -158,10 +158,10 @@ def warm_up(server: Server) -> None:
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, log_root: Path,
-                progress: Callable[[str], None]) -> dict[str, Any]:
+                progress: Callable[[str], None]) -> DesignResult:
     """Every case against one design; a design that dies is restarted for the cases after."""
     log_dir = log_root / subject.name
-    results: list[dict[str, Any]] = []
+    results: list[CaseResult] = []
     problems: list[str] = []
     stderr_tail = ""
     shared = [case for case in cases if case.kind not in OWN_SERVER_KINDS]
@@ -182,9 +182,9 @@ def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, 
                     progress(f"{subject.name}: case {case.number} {case.id}")
                     result = run_case(server, case, settings)
                     results.append(result)
-                    if not result["alive"]:
+                    if not result.alive:
                         problems.append(f"died during case {case.number} ({case.id})")
-                        stderr_tail = result["stderr_tail"]
+                        stderr_tail = result.stderr_tail
                         break
         except processes.ServerStartError as error:
             problems.append(f"did not start: {error.args[0].splitlines()[0]}")
@@ -204,14 +204,14 @@ def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, 
             stderr_tail = error.stderr_tail
             continue
         results.append(result)
-        if not result["alive"]:
+        if not result.alive:
             problems.append(f"died during case {case.number} ({case.id})")
-            stderr_tail = result["stderr_tail"]
-    results.sort(key=lambda result: result["number"])
-    return {"name": subject.name, "design": subject.design.name, "title": subject.design.title,
-            "model": subject.design.model, "behind_nginx": subject.behind_nginx,
-            "status": "ok" if not problems else "failed", "problems": problems, "stderr_tail": stderr_tail,
-            "server_commands": commands, "cases": results}
+            stderr_tail = result.stderr_tail
+    results.sort(key=lambda result: result.number)
+    return DesignResult(name=subject.name, design=subject.design.name, title=subject.design.title,
+                        model=subject.design.model, behind_nginx=subject.behind_nginx,
+                        status="ok" if not problems else "failed", problems=problems, stderr_tail=stderr_tail,
+                        server_commands=commands, cases=results)
 
 
 def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: HostileSettings) -> list[Subject]:
@@ -238,7 +238,7 @@ def most_connections_held(settings: HostileSettings) -> int:
 
 def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selectors: list[str] | None, quick: bool,
               out_dir: Path | None, suite: Suite | None = None, log_root: Path = launcher.LOG_DIR / "hostile",
-              jobs: int | None = None) -> tuple[Path, dict[str, Any]]:
+              jobs: int | None = None) -> tuple[Path, HostileRecord]:
     """Run the cases against the designs and write the record atomically; returns its path and the record."""
     suite = suite or load_suite()
     settings = suite.run_settings(quick)
@@ -266,20 +266,21 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         except BaseException:
             STOPPING.set()  # Ctrl-C or a bug: every design stops after its current case, and stops its server
             raise
-    record = {
-        "schema": SCHEMA_VERSION,
-        "suite": "hostile",
-        "title": "What a real server must survive",
-        "mode": "quick" if quick else "full",
-        "command": ["python", "scripts/bench.py", *sys.argv[2:]] if sys.argv[1:2] == ["hostile"] else sys.argv,
-        "settings": settings.to_record(jobs_run),
-        "cases": [case.to_json() for case in cases],
-        "environment": describe_machine({"server": None, "load": None}, tool_versions()),
-        "started_utc": started,
-        "finished_utc": utc_now(),
-        "designs": designs,
-    }
+    record = HostileRecord(
+        schema=SCHEMA_VERSION,
+        suite="hostile",
+        title="What a real server must survive",
+        mode="quick" if quick else "full",
+        command=["python", "scripts/bench.py", *sys.argv[2:]] if sys.argv[1:2] == ["hostile"] else sys.argv,
+        settings=dataclasses.replace(settings, jobs=jobs_run),  # the record keeps the jobs that ran
+        cases=cases,
+        environment=Environment.from_json(describe_machine({"server": None, "load": None}, tool_versions()),
+                                          "environment"),
+        started_utc=started,
+        finished_utc=utc_now(),
+        designs=designs,
+    )
     complete = not quick and design_names is None and case_selectors is None
     path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path, record
