@@ -271,18 +271,18 @@ def test_the_matrix_shows_a_mark_and_the_status_per_cell() -> None:
 def test_the_limits_table_says_whether_a_measurement_keeps_the_documented_promise() -> None:
     limit = {"server": "nginx", "design": "nginx", "setting": "large_client_header_buffers", "source": "https://x",
              "default": "4 8k", "case": "long-request-line", "variant": "10 KiB line"}
-    assert "| yes |" in survival.limits_page(fixture(), [{**limit, "promises_status": [414]}])
-    assert "| **no** |" in survival.limits_page(fixture(), [{**limit, "promises_status": [400]}])
+    for promised, kept in ([414], "| yes |"), ([400], "| **no** |"):
+        assert kept in survival.limits_page(fixture(), [survival.DocumentedLimit(**limit, promises_status=promised)])
 
 
 def test_every_documented_limit_names_a_real_case_and_variant() -> None:
     for limit in survival.load_limits():
-        assert limit["design"] in CATALOGUE.designs and limit["source"].startswith("https://")
-        if "case" in limit:
-            entry = case(limit["case"])
-            if "variant" in limit:
-                assert limit["variant"] in {variant.name for variant in entry.variant or []} or \
-                    limit["variant"].endswith("pipelined"), limit
+        assert limit.design in CATALOGUE.designs and limit.source.startswith("https://")
+        if limit.case is not None:
+            entry = case(limit.case)
+            if limit.variant is not None:
+                assert limit.variant in {variant.name for variant in entry.variant or []} or \
+                    limit.variant.endswith("pipelined"), limit
 
 
 def test_a_stale_matrix_fails_render_check(tmp_path: Path) -> None:

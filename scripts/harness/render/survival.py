@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from harness.model.catalogue import CATALOGUE_DIR
 from harness.model.records.hostile import CaseResult, DesignResult, EmfileFigures, HostileRecord
+from harness.model.records.typed import Typed
 from harness.render.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
@@ -181,53 +181,70 @@ def cases_page(record: HostileRecord | None) -> str:
     return "\n".join(parts)
 
 
-def load_limits(path: Path = LIMITS_FILE) -> list[dict[str, Any]]:
-    return tomllib.loads(path.read_text(encoding="utf-8"))["limit"]
+class DocumentedLimit(Typed):
+    """One real server's documented limit (scripts/catalogue/hostile/limits.toml), read through Typed so a misspelt
+    key is refused: where it is documented, our setting, and the case (and variant) that measures it, if any."""
+
+    server: str
+    design: str  # the catalogue's design the suite ran the server as
+    setting: str
+    source: str  # the documentation's address
+    default: str  # the documented default, in words
+    ours: str = "the default"
+    case: str | None = None  # the case that isolates it (None: none does)
+    variant: str | None = None  # the case's variant that shows it (the first when None)
+    promises_status: list[int] | None = None  # the documentation says it answers one of these
+    promises_note: str | None = None  # ... or that the variant's note says this
+    closes_within: float | None = None  # ... or that it closes within this many seconds
 
 
-def measured(record: HostileRecord, limit: dict[str, Any]) -> tuple[str, bool | None]:
+def load_limits(path: Path = LIMITS_FILE) -> list[DocumentedLimit]:
+    entries = tomllib.loads(path.read_text(encoding="utf-8"))["limit"]
+    return [DocumentedLimit.from_json(entry, f"{path}: [[limit]] {index + 1}") for index, entry in enumerate(entries)]
+
+
+def measured(record: HostileRecord, limit: DocumentedLimit) -> tuple[str, bool | None]:
     """What the suite measured for a documented limit, and whether it keeps the promise (None: nothing to compare)."""
-    if "case" not in limit:
+    if limit.case is None:
         return "no case isolates it", None
-    design = next((design for design in record.designs if design.name == limit["design"]), None)
-    result = None if design is None else design.result(limit["case"])
+    design = next((design for design in record.designs if design.name == limit.design), None)
+    result = None if design is None else design.result(limit.case)
     if result is None:
         return "not measured", None
-    variant = next((variant for variant in result.variants if variant.name == limit.get("variant")),
-                   result.variants[0])
+    variant = next((variant for variant in result.variants if variant.name == limit.variant), result.variants[0])
     shown = f"case {result.number} ({variant.name}): {variant.status}"
     closed = variant.seconds_to_close
     bound = record.settings.bound
     if closed is not None:
         shown += f", closed after {closed:.1f} s"
-    elif limit.get("closes_within") is not None:
+    elif limit.closes_within is not None:
         shown += f", open after {bound:g} s"
     if result.probe_during is not None and not result.probe_during.status:
         shown += "; probe not served"
     checks: list[bool] = []
-    if "promises_status" in limit:
-        checks.append(variant.status.split("→")[-1] in {str(status) for status in limit["promises_status"]})
-    if "promises_note" in limit:
-        checks.append(limit["promises_note"] in variant.note)
+    if limit.promises_status is not None:
+        checks.append(variant.status.split("→")[-1] in {str(status) for status in limit.promises_status})
+    if limit.promises_note is not None:
+        checks.append(limit.promises_note in variant.note)
         shown += f" ({variant.note})"
-    if limit.get("closes_within") is not None:
-        if closed is None and limit["closes_within"] > bound:
+    if limit.closes_within is not None:
+        if closed is None and limit.closes_within > bound:
             return shown + f" (the promise is longer than the suite's {bound:g} s)", None
-        checks.append(closed is not None and closed <= limit["closes_within"] + 1.0)
+        checks.append(closed is not None and closed <= limit.closes_within + 1.0)
     return shown, (all(checks) if checks else None)
 
 
-def limits_page(record: HostileRecord | None, limits: list[dict[str, Any]] | None = None) -> str:
+def limits_page(record: HostileRecord | None, limits: list[DocumentedLimit] | None = None) -> str:
     """One table per real server: each documented limit, our setting, what the suite measured, and the verdict."""
     limits = load_limits() if limits is None else limits
     parts = []
-    for server in dict.fromkeys(limit["server"] for limit in limits):
+    for server in dict.fromkeys(limit.server for limit in limits):
         lines = [f"**{server}**", "", "| Setting | Documented default | Ours | Measured | Kept? |", "|---|---|---|---|---|"]
-        for limit in (limit for limit in limits if limit["server"] == server):
+        for limit in (limit for limit in limits if limit.server == server):
             shown, agrees = ("not measured yet", None) if record is None else measured(record, limit)
             mark = {True: "yes", False: "**no**", None: "–"}[agrees]
-            lines.append(f"| [{limit['setting']}]({limit['source']}) | {_escape(limit['default'])} | "
-                         f"{_escape(limit.get('ours', 'the default'))} | {_escape(shown)} | {mark} |")
+            lines.append(f"| [{limit.setting}]({limit.source}) | {_escape(limit.default)} | "
+                         f"{_escape(limit.ours)} | {_escape(shown)} | {mark} |")
         parts.append("\n".join(lines))
     # Prose in every cell (documented default, measured answer): wide on purpose, the setting pinned.
     return wide_table("\n\n".join(parts))
