@@ -124,9 +124,13 @@ def test_a_stop_ends_an_open_stream_cleanly_between_two_events(name: str, tmp_pa
 
 def fixture_record(tmp_path: Path) -> Path:
     """A small record in the shape bench.py streaming writes, for every phase."""
-    client = {"streams_asked": 10, "streams_connected": 10, "streams_with_events": 10, "events": 95,
+    client = {"streams_asked": 10, "streams_connected": 10, "connect_failures": {}, "connect_seconds": 0.1,
+              "streams_answered": 10, "streams_with_events": 10, "events": 95,
+              "events_per_stream": {"min": 9, "median": 9.5, "p99": 10, "max": 10},
               "max_lag_seconds": {"min": 0.0, "median": 0.01, "p99": 0.02, "max": 0.02},
-              "outcomes": {"clean": 10}, "slow_readers": [{"received_bytes": 2**20, "outcome": "open"}],
+              "outcomes": {"clean": 10}, "started_monotonic": 100.0, "timeline": [[0.5, 45], [1.0, 95]],
+              "slow_readers": [{"received_bytes": 2**20, "outcome": "open"}], "client_cpu_seconds": 0.2,
+              "client_wall_seconds": 1.0, "event_loop": "asyncio",
               "ended_after_stop_seconds": {"min": 0.05, "median": 0.06, "p99": 0.1, "max": 0.1}}
     sample = {"t": 0.5, "pss_mib": 20.0, "rss_mib": 30.0, "threads": 1, "fds": 4, "processes": 1,
               "fresh_ms": 1.0}
@@ -138,9 +142,13 @@ def fixture_record(tmp_path: Path) -> Path:
     phases = [{"name": name, "streams": 10, "seconds": 1, "interval": 0.1, "event_bytes": 64, "slow_readers": 1,
                "stop_after": 0.5, "designs": None, "path": "/events?interval=0.1&duration=1&size=64"}
               for name in ("hold", "hold-10k", "slow", "stop")]
-    record = {"suite": "streaming", "phases": phases, "slow_path": "/events?duration={seconds:g}",
-              "stop_cap_seconds": 25, "started_utc": "2026-11-25T21:00:00Z",
-              "environment": {"pinning": {"server_cpu": "0", "load_tool_cpu": "1"}, "commit": "abcdef0123"},
+    # No `schema`: the committed records were written before it (schema 0), and read as they are.
+    record = {"suite": "streaming", "quick": False, "phases": phases, "slow_path": "/events?duration={seconds:g}",
+              "stop_cap_seconds": 25, "started_utc": "2026-11-25T21:00:00Z", "finished_utc": "2026-11-25T21:05:00Z",
+              "environment": {"cpu_model": "cpu", "cpu_count": 2, "cpus_available": 2, "memory_gib": 4.0,
+                              "kernel": "6", "os": "Linux", "python": "3.11", "runner": "local",
+                              "pinning": {"server_cpu": "0", "load_tool_cpu": "1", "method": "taskset"},
+                              "tools": {}, "commit": "abcdef0123", "dirty": False},
               "rows": [{**row, "design": name, "phase": phase["name"]} for phase in phases
                        for name in ("sse-asyncio-streams", "sse-thread-pool")]
               + [{"design": "sse-granian", "phase": "hold", "status": "failed", "problems": ["did not start"]}]}

@@ -14,12 +14,10 @@ import ast
 from harness.model.paths import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
-# Records of suites that are not load-tool scenarios keep their own settings as the suite wrote them; these two
+# Records of suites that are not load-tool scenarios keep their own settings as the suite wrote them; those below
 # are read as stored until their suites' settings have typed classes, as the hostile, how-fast and instruction
 # counts' have (model/suite_settings.py). Each entry must still need its exception (the last test).
 OTHER_SUITES_RECORDS = {
-    "scripts/harness/render/deployment_tables.py": "the deployment suite's race and overload records",
-    "scripts/harness/render/streaming_tables.py": "the streaming suite's record, one table per phase",
 }
 
 

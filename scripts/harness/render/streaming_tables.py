@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
+from harness.model.records.streaming_record import StreamClient, StreamingRecord, StreamRow
 from harness.render.presentation import design_link, design_style
 
 RECORD = "streaming.json"
@@ -33,107 +33,116 @@ NOT_MEASURED = ("*Not measured yet: no `results/streaming.json`. `python scripts
                 "measures it on your machine (into build/).*\n")
 
 
-def load(results_dir: Path, name: str = RECORD) -> dict[str, Any] | None:
+def load(results_dir: Path, name: str = RECORD) -> StreamingRecord | None:
     path = results_dir / name
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    return StreamingRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path)) if path.exists() else None
 
 
-def rows(record: dict[str, Any], phase: str) -> list[dict[str, Any]]:
-    found = [row for row in record["rows"] if row["phase"] == phase]
-    return sorted(found, key=lambda row: STREAM_DESIGNS.index(row["design"]) if row["design"] in STREAM_DESIGNS
+def rows(record: StreamingRecord, phase: str) -> list[StreamRow]:
+    found = [row for row in record.rows if row.phase == phase]
+    return sorted(found, key=lambda row: STREAM_DESIGNS.index(row.design) if row.design in STREAM_DESIGNS
                   else len(STREAM_DESIGNS))
 
 
-def phase_settings(record: dict[str, Any], phase: str) -> dict[str, Any]:
-    return next(item for item in record["phases"] if item["name"] == phase)
+def problems(row: StreamRow) -> str:
+    """Why a row failed, short enough for a cell."""
+    return "; ".join(row.problems or [])[:120].replace("|", "/")
 
 
-def failed_row(row: dict[str, Any], columns: int) -> str:
-    why = "; ".join(row.get("problems", []))[:120].replace("|", "/")
-    return f"| {row['design']} | failed: {why} |" + " |" * (columns - 2)
+def failed_row(row: StreamRow, columns: int) -> str:
+    return f"| {row.design} | failed: {problems(row)} |" + " |" * (columns - 2)
 
 
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.1f}"
 
 
-def held_and_per_stream(row: dict[str, Any]) -> tuple[int, str]:
+def held_and_per_stream(row: StreamRow) -> tuple[int, str]:
     """Streams held at once, and the KiB of PSS each cost ('–' when none was held)."""
     # Held at once: the most descriptors the server had open, less those it had before the streams (its
     # listener, its loop's own): the connections actually held at the peak, the denominator per stream.
-    held = row["peak_fds"] - row["samples"][0]["fds"]
-    growth = (row["peak_pss_mib"] - row["baseline_pss_mib"]) * 1024
+    held = (row.peak_fds or 0) - (row.samples or [])[0].fds
+    growth = ((row.peak_pss_mib or 0) - (row.baseline_pss_mib or 0)) * 1024
     return held, f"{growth / held:.1f}" if held > 0 else "–"
 
 
-def events_share(row: dict[str, Any]) -> str:
+def events_share(row: StreamRow, client: StreamClient) -> str:
     """The events received as a share of those due, flagged when the client may have been what held them back."""
-    share = 100 * row["client"]["events"] / row["events_expected"] if row["events_expected"] else 0.0
-    flag = " ⚠ client CPU-bound" if (row["client_cpu_share"] or 0) >= TOOL_BOUND_SHARE else ""
+    share = 100 * client.events / row.events_expected if row.events_expected else 0.0
+    flag = " ⚠ client CPU-bound" if (row.client_cpu_share or 0) >= TOOL_BOUND_SHARE else ""
     return f"{share:.0f}%{flag}"
 
 
-def cost_table(record: dict[str, Any], phase: str) -> str:
+def _count(value: int | None) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
+def _mib(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def cost_table(record: StreamingRecord, phase: str) -> str:
     lines = ["| design | streams served | held at once | threads | PSS MiB, before → peak | KiB per stream held |",
              "|---|--:|--:|--:|--:|--:|"]
     for row in rows(record, phase):
-        if row["status"] != "ok":
+        if row.status != "ok" or row.client is None:
             lines.append(failed_row(row, 6))
             continue
-        client = row["client"]
+        client = row.client
         held, per_stream = held_and_per_stream(row)
-        lines.append(f"| {row['design']} | {client['streams_with_events']:,} of {client['streams_asked']:,} | "
-                     f"{held:,} | {row['peak_threads']:,} | {row['baseline_pss_mib']:.1f} → "
-                     f"**{row['peak_pss_mib']:.1f}** | {per_stream} |")
+        lines.append(f"| {row.design} | {client.streams_with_events:,} of {client.streams_asked:,} | "
+                     f"{held:,} | {_count(row.peak_threads)} | {_mib(row.baseline_pss_mib)} → "
+                     f"**{_mib(row.peak_pss_mib)}** | {per_stream} |")
     return "\n".join(lines) + "\n"
 
 
-def timing_table(record: dict[str, Any], phase: str) -> str:
+def timing_table(record: StreamingRecord, phase: str) -> str:
     lines = ["| design | events, % of due | lag, median / p99 s | fresh `GET /` ms, median / max | failed |",
              "|---|--:|--:|--:|--:|"]
     for row in rows(record, phase):
-        if row["status"] != "ok":
+        if row.status != "ok" or row.client is None:
             lines.append(failed_row(row, 5))
             continue
-        lag = row["client"]["max_lag_seconds"]
-        lag_text = "–" if lag["median"] is None else f"{lag['median']:.2f} / {lag['p99']:.2f}"
-        lines.append(f"| {row['design']} | {events_share(row)} | {lag_text} | {_ms(row['fresh_ms_median'])} / "
-                     f"{_ms(row['fresh_ms_max'])} | {row['fresh_failed']} of {row['fresh_asked']} |")
+        lag = row.client.max_lag_seconds
+        lag_text = "–" if lag.median is None else f"{lag.median:.2f} / {lag.p99 or 0:.2f}"
+        lines.append(f"| {row.design} | {events_share(row, row.client)} | {lag_text} | {_ms(row.fresh_ms_median)} / "
+                     f"{_ms(row.fresh_ms_max)} | {row.fresh_failed} of {row.fresh_asked} |")
     return "\n".join(lines) + "\n"
 
 
-def guide_table(record: dict[str, Any]) -> str:
+def guide_table(record: StreamingRecord) -> str:
     """The guide's table (which-model.md, compare.md): per design at the `hold` phase, what holding the streams cost
     and whether the server kept up, and how long its stop took (the `stop` phase)."""
-    stops = {row["design"]: row.get("stop_seconds") for row in rows(record, "stop") if row["status"] == "ok"}
+    stops = {row.design: row.stop_seconds for row in rows(record, "stop") if row.status == "ok"}
     lines = ["| design | threads | KiB per stream | events, % of due | fresh request, median ms (failed) | stop, s |",
              "|---|--:|--:|--:|--:|--:|"]
     for row in rows(record, "hold"):
-        if row["status"] != "ok":
+        if row.status != "ok" or row.client is None:
             lines.append(failed_row(row, 6))
             continue
         _, per_stream = held_and_per_stream(row)
-        stop = stops.get(row["design"])
-        lines.append(f"| {design_link(row['design'])} | {row['peak_threads']:,} | {per_stream} | {events_share(row)} | "
-                     f"{_ms(row['fresh_ms_median'])} ({row['fresh_failed']} of {row['fresh_asked']}) | "
+        stop = stops.get(row.design)
+        lines.append(f"| {design_link(row.design)} | {_count(row.peak_threads)} | {per_stream} | "
+                     f"{events_share(row, row.client)} | "
+                     f"{_ms(row.fresh_ms_median)} ({row.fresh_failed} of {row.fresh_asked}) | "
                      f"{'–' if stop is None else f'{stop:.1f}'} |")
-    hold, stop_phase = phase_settings(record, "hold"), phase_settings(record, "stop")
-    lines += ["", (f"*{hold['streams']:,} streams at once, a {hold['event_bytes']}-byte event every "
-                   f"{hold['interval'] * 1000:g} ms each for {hold['seconds']:g} s; threads: the most the server's "
+    hold, stop_phase = record.phase("hold"), record.phase("stop")
+    lines += ["", (f"*{hold.streams:,} streams at once, a {hold.event_bytes}-byte event every "
+                   f"{hold.interval * 1000:g} ms each for {hold.seconds:g} s; threads: the most the server's "
                    "processes had; KiB per stream: the growth of their PSS over the streams held at once; events: "
                    "those received, as a share of those due; a fresh request on a new connection about every "
                    "half second meanwhile, failed when unanswered within 2 s. Stop: the graceful stop signal with "
-                   f"{stop_phase['streams']} streams open, until the last process was gone. `results/{RECORD}`, "
-                   f"{record['started_utc'][:10]}, ⚠ one run per design; the whole tables are on "
+                   f"{stop_phase.streams} streams open, until the last process was gone. `results/{RECORD}`, "
+                   f"{record.started_utc[:10]}, ⚠ one run per design; the whole tables are on "
                    "[the streaming page](/streaming.md).*")]
     return "\n".join(lines) + "\n"
 
 
-def hold_caption(record: dict[str, Any], phase: str) -> str:
-    settings = phase_settings(record, phase)
-    pinning = record["environment"]["pinning"]
-    return (f"*{settings['streams']:,} streams asked at once (`{settings['path']}`: a {settings['event_bytes']}-byte "
-            f"event every {settings['interval'] * 1000:g} ms for {settings['seconds']:g} s), ⚠ one run per design. "
+def hold_caption(record: StreamingRecord, phase: str) -> str:
+    settings = record.phase(phase)
+    pinning = record.environment.pinning
+    return (f"*{settings.streams:,} streams asked at once (`{settings.path}`: a {settings.event_bytes}-byte "
+            f"event every {settings.interval * 1000:g} ms for {settings.seconds:g} s), ⚠ one run per design. "
             "Threads: the most seen in `/proc/PID/task` "
             "over the server's process group. Streams served: those that received at least one event; held at "
             "once: the most connections the server had open together (its open descriptors at the peak, less those "
@@ -141,48 +150,50 @@ def hold_caption(record: dict[str, Any], phase: str) -> str:
             "divides the growth by the streams held at once. An event's lag: when it arrived minus when "
             "it was due; per stream the largest, then the median and 99th percentile over streams. A fresh "
             "request about every half second on a new connection (from a third process), failed when "
-            f"unanswered within 2 s. Server on CPU {pinning['server_cpu']}, client on CPU {pinning['load_tool_cpu']}; "
-            f"commit {record['environment']['commit'][:7]}, {record['started_utc'][:10]}.*\n")
+            f"unanswered within 2 s. Server on CPU {pinning.server_cpu}, client on CPU {pinning.load_tool_cpu}; "
+            f"commit {record.environment.commit[:7]}, {record.started_utc[:10]}.*\n")
 
 
-def slow_table(record: dict[str, Any]) -> str:
+def slow_table(record: StreamingRecord) -> str:
     lines = ["| design | PSS MiB, before → peak | growth MiB | read by the slow clients, MiB |", "|---|--:|--:|--:|"]
     for row in rows(record, "slow"):
-        if row["status"] != "ok":
+        if row.status != "ok" or row.client is None:
             lines.append(failed_row(row, 4))
             continue
-        read = sum(reader["received_bytes"] for reader in row["client"]["slow_readers"]) / 2**20
-        lines.append(f"| {row['design']} | {row['baseline_pss_mib']:.1f} → **{row['peak_pss_mib']:.1f}** | "
-                     f"{row['peak_pss_mib'] - row['baseline_pss_mib']:.1f} | {read:.1f} |")
-    settings = phase_settings(record, "slow")
-    path = record["slow_path"].format(seconds=settings["seconds"])
-    lines += ["", (f"*{settings['slow_readers']} slow clients at once, each asking for `{path}` (16 KiB every "
+        read = sum(reader.received_bytes for reader in row.client.slow_readers) / 2**20
+        growth = (row.peak_pss_mib or 0) - (row.baseline_pss_mib or 0)
+        lines.append(f"| {row.design} | {_mib(row.baseline_pss_mib)} → **{_mib(row.peak_pss_mib)}** | "
+                     f"{growth:.1f} | {read:.1f} |")
+    settings = record.phase("slow")
+    path = record.slow_path.format(seconds=settings.seconds)
+    lines += ["", (f"*{settings.slow_readers} slow clients at once, each asking for `{path}` (16 KiB every "
               "10 ms: 1.6 MB/s) and reading 4 KiB every 100 ms through a 4 KiB receive buffer (40 KiB/s). PSS of "
               "the server's process group, sampled every half second or so; the kernel's socket buffers are not in "
               "it. ⚠ One run per design.*")]
     return "\n".join(lines) + "\n"
 
 
-def stop_row_cells(row: dict[str, Any], cap: float) -> str:
+def stop_row_cells(row: StreamRow, cap: float) -> str:
     """A stop row's cells: how long, how the streams ended, when (from the signal), the server's exit status."""
-    if row["status"] != "ok":
-        return "failed: " + "; ".join(row.get("problems", []))[:120].replace("|", "/") + " | | |"
-    took = row.get("stop_seconds")
+    if row.status != "ok" or row.client is None:
+        return "failed: " + problems(row) + " | | |"
+    took = row.stop_seconds
     took_text = f"over {cap:g} (killed)" if took is None else f"{took:.2f}"
-    outcomes = row["client"]["outcomes"]
+    outcomes = row.client.outcomes
     ended = ", ".join(f"{outcomes[name]} {name}" for name in OUTCOMES if outcomes.get(name))
-    after = row["client"].get("ended_after_stop_seconds", {})
-    after_text = "–" if after.get("median") is None else f"{after['median']:.2f} – {after['max']:.2f}"
-    exit_code = row.get("server_exit_code")
+    after = row.client.ended_after_stop_seconds
+    after_text = ("–" if after is None or after.median is None
+                  else f"{after.median:.2f} – {after.max or 0:.2f}")
+    exit_code = row.server_exit_code
     return f"{took_text} | {ended} | {after_text} | {'–' if exit_code is None else exit_code}"
 
 
-def stop_table(record: dict[str, Any]) -> str:
+def stop_table(record: StreamingRecord) -> str:
     lines = ["| design | stop took, s | how the streams ended | ended after the signal, s | exit status |",
              "|---|--:|---|--:|--:|"]
-    lines += [f"| {row['design']} | {stop_row_cells(row, record['stop_cap_seconds'])} |" for row in rows(record, "stop")]
-    settings = phase_settings(record, "stop")
-    lines += ["", (f"*{settings['streams']} streams (`{settings['path']}`); about {settings['stop_after']:g} s after "
+    lines += [f"| {row.design} | {stop_row_cells(row, record.stop_cap_seconds)} |" for row in rows(record, "stop")]
+    settings = record.phase("stop")
+    lines += ["", (f"*{settings.streams} streams (`{settings.path}`); about {settings.stop_after or 0:g} s after "
               "they were open, the design's graceful stop signal (SIGTERM; SIGINT for uvicorn, as the harness "
               "always stops it). Stop took: from the signal until no process of its group was left. How each "
               "stream ended, from its last bytes: clean (the body ended after a whole event, or a chunked body's "
@@ -192,54 +203,54 @@ def stop_table(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bound_of(row: dict[str, Any], option: str) -> str:
+def bound_of(row: StreamRow, option: str) -> str:
     """The option and the value the row's server command gave it; 'none (the default)' without it."""
-    command = row.get("server_command", [])
+    command = row.server_command or []
     if option not in command:
         return "none (the default)"
     return f"`{option} {command[command.index(option) + 1]}`"
 
 
-def stop_timeout_table(record: dict[str, Any], bounded: dict[str, Any] | None) -> str:
+def stop_timeout_table(record: StreamingRecord, bounded: StreamingRecord | None) -> str:
     """uvicorn and Granian stopped with 100 streams open: at the defaults (the stop phase), then with the stop
     bounded (the stop-timeout phase, from `bounded`); 'not measured yet' for the bounded rows without it."""
     lines = [("| server | stop bounded by | stop took, s | how the streams ended | ended after the signal, s | "
              "exit status |"), "|---|---|--:|---|--:|--:|"]
-    default_rows = {row["design"]: row for row in rows(record, "stop")}
-    bounded_rows = {row["design"]: row for row in rows(bounded, "stop-timeout")} if bounded else {}
+    default_rows = {row.design: row for row in rows(record, "stop")}
+    bounded_rows = {row.design: row for row in rows(bounded, "stop-timeout")} if bounded else {}
     for default, twin, option in STOP_BOUNDS:
-        for name, row, cap in ((default, default_rows.get(default), record["stop_cap_seconds"]),
-                               (twin, bounded_rows.get(twin), (bounded or record)["stop_cap_seconds"])):
+        for name, row, cap in ((default, default_rows.get(default), record.stop_cap_seconds),
+                               (twin, bounded_rows.get(twin), (bounded or record).stop_cap_seconds)):
             if row is None:
                 lines.append(f"| {name} | – | not measured yet | | | |")
                 continue
             lines.append(f"| {name} | {bound_of(row, option)} | {stop_row_cells(row, cap)} |")
-    sources = [(f"the defaults from `results/{RECORD}` (commit {record['environment']['commit'][:7]}, "
-               f"{record['started_utc'][:10]})")]
+    sources = [(f"the defaults from `results/{RECORD}` (commit {record.environment.commit[:7]}, "
+               f"{record.started_utc[:10]})")]
     if bounded is not None:
         name = RECORD if bounded is record else STOP_TIMEOUT_RECORD
-        settings = phase_settings(bounded, "stop-timeout")
-        sources.append(f"the bounded stops from `results/{name}` (commit {bounded['environment']['commit'][:7]}, "
-                       f"{bounded['started_utc'][:10]}; {settings['streams']} streams, the signal about "
-                       f"{settings['stop_after']:g} s after they were open)")
+        settings = bounded.phase("stop-timeout")
+        sources.append(f"the bounded stops from `results/{name}` (commit {bounded.environment.commit[:7]}, "
+                       f"{bounded.started_utc[:10]}; {settings.streams} streams, the signal about "
+                       f"{settings.stop_after or 0:g} s after they were open)")
     lines += ["", (f"*The stop of the table above, for the two servers, with and without a bound: "
               f"{'; '.join(sources)}. Exit status: the server's main process's. ⚠ One run per row.*")]
     return "\n".join(lines) + "\n"
 
 
-def memory_plot(record: dict[str, Any]) -> str:
+def memory_plot(record: StreamingRecord) -> str:
     """PSS of each design's process group over time under the slow readers: one line per design."""
     from harness.render import plots  # matplotlib is slow to import: only rendering needs it
 
     figure, axes = plots.plt.subplots(figsize=(6.4, 3.4))
     for row in rows(record, "slow"):
-        if row["status"] != "ok":
+        if row.status != "ok":
             continue
-        points = [(item["t"], item["pss_mib"]) for item in row["samples"] if item["pss_mib"] is not None]
+        points = [(item.t, item.pss_mib) for item in row.samples or [] if item.pss_mib is not None]
         # The site's palette gives designs outside its sweeps one shared colour: here six lines need six.
-        colour = STREAM_COLOURS[STREAM_DESIGNS.index(row["design"]) % len(STREAM_COLOURS)]
-        axes.plot([t for t, _ in points], [value for _, value in points], label=row["design"], color=colour,
-                  marker=design_style(row["design"])["marker"], markersize=4)
+        colour = STREAM_COLOURS[STREAM_DESIGNS.index(row.design) % len(STREAM_COLOURS)]
+        axes.plot([t for t, _ in points], [value for _, value in points], label=row.design, color=colour,
+                  marker=design_style(row.design)["marker"], markersize=4)
     axes.set_xlabel("seconds since the slow clients began")
     axes.set_ylabel("PSS of the server, MiB")
     axes.set_title("Server memory under slow readers")
@@ -248,23 +259,23 @@ def memory_plot(record: dict[str, Any]) -> str:
     return plots._to_svg(figure)
 
 
-def design_file(record: dict[str, Any] | None, name: str, record_name: str = RECORD) -> str:
+def design_file(record: StreamingRecord | None, name: str, record_name: str = RECORD) -> str:
     """A stream design's own results: its rows of every phase, pointing to the streaming page for the rest."""
     if record is None:
         return NOT_MEASURED
-    mine = [row for row in record["rows"] if row["design"] == name]
+    mine = [row for row in record.rows if row.design == name]
     if not mine:
         return NOT_MEASURED
     lines = ["| phase | streams served | threads | PSS MiB, peak | fresh `GET /` ms, median |", "|---|--:|--:|--:|--:|"]
     for row in mine:
-        if row["status"] != "ok":
-            lines.append(f"| {row['phase']} | failed | | | |")
+        if row.status != "ok" or row.client is None:
+            lines.append(f"| {row.phase} | failed | | | |")
             continue
-        client = row["client"]
-        served = (f"{client['streams_with_events']:,}" if client["streams_asked"]
-                  else f"{len(client['slow_readers'])} slow readers")
-        lines.append(f"| {row['phase']} | {served} | {row['peak_threads']:,} | "
-                     f"{row['peak_pss_mib']:.1f} | {_ms(row['fresh_ms_median'])} |")
+        client = row.client
+        served = (f"{client.streams_with_events:,}" if client.streams_asked
+                  else f"{len(client.slow_readers)} slow readers")
+        lines.append(f"| {row.phase} | {served} | {_count(row.peak_threads)} | "
+                     f"{_mib(row.peak_pss_mib)} | {_ms(row.fresh_ms_median)} |")
     lines += ["", f"*From `results/{record_name}`; each phase's settings are under its table above.*"]
     return "\n".join(lines) + "\n"
 

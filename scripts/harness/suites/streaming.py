@@ -36,6 +36,7 @@ Exit codes: 0 every design measured; 1 one or more failed; 2 bad input.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -48,7 +49,16 @@ from typing import Any
 from harness.clients import probe, verify
 from harness.model.catalogue import Catalogue, Design, UnknownNameError
 from harness.model.paths import REPO_ROOT
-from harness.model.records import write_json_atomic
+from harness.model.records import write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.streaming_record import (
+    Distribution,
+    ServerSample,
+    StreamClient,
+    StreamingRecord,
+    StreamPhase,
+    StreamRow,
+)
 from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import sample_group
 
@@ -79,6 +89,12 @@ class Phase:
 
     def path(self) -> str:
         return f"/events?interval={self.interval:g}&duration={self.seconds:g}&size={self.event_bytes}"
+
+    def as_run(self) -> StreamPhase:
+        """The phase as the record keeps it."""
+        return StreamPhase(name=self.name, streams=self.streams, seconds=self.seconds, interval=self.interval,
+                           event_bytes=self.event_bytes, slow_readers=self.slow_readers, stop_after=self.stop_after,
+                           designs=list(self.designs), path=self.path())
 
 
 SLOW_PATH = "/events?interval=0.01&duration={seconds:g}&size=16384"
@@ -153,13 +169,13 @@ class ClientRun:
             self.error = f"exit {completed.returncode}: {completed.stderr[-500:]}"
 
 
-def sample(pgid: int, host: str, port: int, started: float) -> dict[str, Any]:
+def sample(pgid: int, host: str, port: int, started: float) -> ServerSample:
     group = sample_group(pgid)
     fds, threads = processes.group_counts(pgid)
-    return {"t": round(time.monotonic() - started, 2), "pss_mib": None if group.pss_bytes is None
-            else round(group.pss_bytes / MIB, 1), "rss_mib": round(group.rss_bytes / MIB, 1),
-            "threads": threads, "fds": fds, "processes": group.processes,
-            "fresh_ms": fresh_request_ms(host, port)}
+    return ServerSample(t=round(time.monotonic() - started, 2),
+                        pss_mib=None if group.pss_bytes is None else round(group.pss_bytes / MIB, 1),
+                        rss_mib=round(group.rss_bytes / MIB, 1), threads=threads, fds=fds, processes=group.processes,
+                        fresh_ms=fresh_request_ms(host, port))
 
 
 def wait_until_gone(server: processes.RunningServer, cap: float) -> float | None:
@@ -173,65 +189,86 @@ def wait_until_gone(server: processes.RunningServer, cap: float) -> float | None
     return None
 
 
-def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None]) -> dict[str, Any]:
+@dataclasses.dataclass
+class Stop:
+    """The stop of a stop phase, once sent: when (monotonic), how long until the group was gone (None: killed at
+    STOP_CAP), and when after the design was checked."""
+
+    sent: float
+    seconds: float | None
+    after_open_seconds: float
+
+
+def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None]) -> StreamRow:
     """One design under one phase: the samples over time, the client's counts, and for `stop` the stop."""
     port = processes.free_port()
-    row: dict[str, Any] = {"design": design.name, "phase": phase.name}
     with launcher.running_design(design, port, 0.0, LOG_DIR / design.name, cpu=pinning["server"],
                                  stop_grace=STOP_CAP) as server:
-        row["server_command"] = server.command
         problems = verify.verify(design, server.host, server.port).problems
         if problems:
-            return {**row, "status": "failed", "problems": problems}
+            return StreamRow(design=design.name, phase=phase.name, server_command=server.command, status="failed",
+                             problems=problems)
         started = time.monotonic()
         samples = [sample(server.process.pid, server.host, server.port, started)]
         command = client_command(phase, port)
         client = ClientRun(command, phase.seconds + STOP_CAP + 60, pinning["load"])  # a hard cap: the client ends first
-        row["load_command"] = processes.pinned(command, pinning["load"])
         client.thread.start()
-        stop_sent: float | None = None
+        stop: Stop | None = None
         while client.thread.is_alive():
             time.sleep(SAMPLE_STEP)
-            if not server.alive() or (stop_sent is not None):
+            if not server.alive() or (stop is not None):
                 continue
             samples.append(sample(server.process.pid, server.host, server.port, started))
             # Open: the server holds a descriptor per stream (or ten seconds passed: some were refused).
-            opened = samples[-1]["fds"] >= phase.streams or time.monotonic() - started >= (phase.stop_after or 0) + 10
+            opened = samples[-1].fds >= phase.streams or time.monotonic() - started >= (phase.stop_after or 0) + 10
             if phase.stop_after is not None and opened and time.monotonic() - started >= phase.stop_after:
-                stop_sent = time.monotonic()
+                sent = time.monotonic()
                 processes.send_stop_signal(server.process, design.stop_signal, not design.stop_main_process_only)
-                row["stop_seconds"] = wait_until_gone(server, STOP_CAP)
-                row["stop_sent_after_open_seconds"] = round(stop_sent - started, 2)
+                stop = Stop(sent=sent, seconds=wait_until_gone(server, STOP_CAP),
+                            after_open_seconds=round(sent - started, 2))
         client.thread.join()
-        row["server_alive_at_end"] = server.alive()
-    row["server_exit_code"] = server.exit_code
+        alive_at_end = server.alive()
+    row = StreamRow(design=design.name, phase=phase.name, server_command=server.command,
+                    load_command=processes.pinned(command, pinning["load"]),
+                    stop_seconds=stop.seconds if stop else None,
+                    stop_sent_after_open_seconds=stop.after_open_seconds if stop else None,
+                    server_alive_at_end=alive_at_end, server_exit_code=server.exit_code, status="ok", samples=samples)
     if client.result is None:
-        return {**row, "status": "failed", "problems": [f"the client failed: {client.error}"], "samples": samples}
-    result = client.result
-    if stop_sent is not None:
-        result["ended_after_stop_seconds"] = {key: None if value is None else round(value - stop_sent, 2)
-                                             for key, value in result.pop("ended_monotonic").items()}
-    return {**row, "status": "ok", "samples": samples, "client": result, **summary(samples, result, phase)}
+        return dataclasses.replace(row, status="failed", problems=[f"the client failed: {client.error}"])
+    seen = StreamClient.from_json(client.result, f"{design.name} {phase.name}: the client's report")
+    if stop is not None and seen.ended_monotonic is not None:
+        # When the streams ended, from the signal rather than on the client's clock.
+        seen = dataclasses.replace(seen, ended_monotonic=None,
+                                   ended_after_stop_seconds=since(seen.ended_monotonic, stop.sent))
+    return dataclasses.replace(row, client=seen, **summary(samples, seen, phase))
 
 
-def summary(samples: list[dict[str, Any]], client: dict[str, Any], phase: Phase) -> dict[str, Any]:
-    """The figures a table shows: peaks over the samples, and what the client saw."""
-    measured = [item for item in samples if item["fds"]]
-    fresh = [item["fresh_ms"] for item in measured[1:] if item["fresh_ms"] is not None]
-    failed = sum(1 for item in measured[1:] if item["fresh_ms"] is None)
-    memory = [item["pss_mib"] if item["pss_mib"] is not None else item["rss_mib"] for item in measured]
-    expected = client["streams_connected"] * round(phase.seconds / phase.interval) if phase.streams else 0
+def since(moments: Distribution, start: float) -> Distribution:
+    """A distribution of moments (monotonic seconds) as seconds after start."""
+    def after(value: float | None) -> float | None:
+        return None if value is None else round(value - start, 2)
+    return Distribution(min=after(moments.min), median=after(moments.median), p99=after(moments.p99),
+                        max=after(moments.max))
+
+
+def summary(samples: list[ServerSample], client: StreamClient, phase: Phase) -> dict[str, Any]:
+    """The figures a table shows (StreamRow's fields, by name): peaks over the samples, and what the client saw."""
+    measured = [item for item in samples if item.fds]
+    fresh = [item.fresh_ms for item in measured[1:] if item.fresh_ms is not None]
+    failed = sum(1 for item in measured[1:] if item.fresh_ms is None)
+    memory = [item.pss_mib if item.pss_mib is not None else item.rss_mib for item in measured]
+    expected = client.streams_connected * round(phase.seconds / phase.interval) if phase.streams else 0
     return {
         "baseline_pss_mib": memory[0] if memory else None,
         "peak_pss_mib": max(memory) if memory else None,
-        "peak_threads": max((item["threads"] for item in measured), default=None),
-        "peak_fds": max((item["fds"] for item in measured), default=None),
+        "peak_threads": max((item.threads for item in measured), default=None),
+        "peak_fds": max((item.fds for item in measured), default=None),
         "fresh_ms_median": round(statistics.median(fresh), 1) if fresh else None,
         "fresh_ms_max": round(max(fresh), 1) if fresh else None,
         "fresh_failed": failed, "fresh_asked": len(measured) - 1,
         "events_expected": expected,
-        "client_cpu_share": round(client["client_cpu_seconds"] / client["client_wall_seconds"], 2)
-        if client["client_wall_seconds"] else None,
+        "client_cpu_share": round(client.client_cpu_seconds / client.client_wall_seconds, 2)
+        if client.client_wall_seconds else None,
     }
 
 
@@ -255,15 +292,14 @@ def record_name(phase_names: list[str] | None) -> str:
 
 
 def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
-            phase_names: list[str] | None = None) -> dict[str, Any]:
+            phase_names: list[str] | None = None) -> StreamingRecord:
     designs = stream_designs(catalogue, names)
     phases = chosen_phases(quick, phase_names)
     # Each end of a stream is a descriptor in its own process (the client, the server): both inherit this limit.
     open_files.raise_open_files_limit(max(phase.streams + phase.slow_readers for phase in phases) + 100, "streams")
     pinning = processes.cpu_pinning()
-    record: dict[str, Any] = {"suite": "streaming", "quick": quick, "started_utc": environment.utc_now(),
-                              "phases": [phase.__dict__ | {"path": phase.path()} for phase in phases],
-                              "slow_path": SLOW_PATH, "stop_cap_seconds": STOP_CAP, "rows": []}
+    started = environment.utc_now()
+    rows: list[StreamRow] = []
     for phase in phases:
         for design in designs:
             if design.name not in phase.designs:
@@ -272,12 +308,13 @@ def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
             try:
                 row = measure_design(design, phase, pinning)
             except processes.ServerStartError as error:
-                row = {"design": design.name, "phase": phase.name, "status": "failed",
-                       "problems": [f"did not start: {error}"]}
-            record["rows"].append(row)
-    record["finished_utc"] = environment.utc_now()
-    record["environment"] = environment.describe_machine(pinning, {})
-    return record
+                row = StreamRow(design=design.name, phase=phase.name, status="failed",
+                                problems=[f"did not start: {error}"])
+            rows.append(row)
+    return StreamingRecord(schema=StreamingRecord.SCHEMA or 1, suite="streaming", quick=quick, started_utc=started,
+                           phases=[phase.as_run() for phase in phases], slow_path=SLOW_PATH,
+                           stop_cap_seconds=STOP_CAP, rows=rows, finished_utc=environment.utc_now(),
+                           environment=Environment.from_json(environment.describe_machine(pinning, {}), "environment"))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -298,12 +335,15 @@ def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     output = (args.out / record_name(args.phase)).resolve()
-    write_json_atomic(output, record)
-    for row in record["rows"]:
-        shown = {key: row.get(key) for key in ("phase", "design", "status", "peak_pss_mib", "peak_threads",
-                                               "peak_fds", "fresh_ms_median", "fresh_failed", "stop_seconds")}
-        if row.get("client"):
-            shown |= {key: row["client"][key] for key in ("streams_with_events", "events", "outcomes")}
+    write_record_atomic(output, record)
+    for row in record.rows:
+        shown: dict[str, Any] = {"phase": row.phase, "design": row.design, "status": row.status,
+                                 "peak_pss_mib": row.peak_pss_mib, "peak_threads": row.peak_threads,
+                                 "peak_fds": row.peak_fds, "fresh_ms_median": row.fresh_ms_median,
+                                 "fresh_failed": row.fresh_failed, "stop_seconds": row.stop_seconds}
+        if row.client:
+            shown |= {"streams_with_events": row.client.streams_with_events, "events": row.client.events,
+                      "outcomes": row.client.outcomes}
         print(json.dumps(shown))
     print(f"record: {output}")
-    return EXIT_OK if all(row["status"] == "ok" for row in record["rows"]) else EXIT_FAILED
+    return EXIT_OK if all(row.status == "ok" for row in record.rows) else EXIT_FAILED
