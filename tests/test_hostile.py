@@ -138,7 +138,8 @@ def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:
     with run.launched(CATALOGUE.design("sequential-sockets"), SETTINGS.delay, tmp_path) as server:
         # The connections trickle for 5 s: well past the probe's 2 s, which starts 0.5 s in.
         result = run.run_case(server, case("slowloris"), dataclasses.replace(SETTINGS, bound=5.0))
-    assert result.verdict == "stalled" and result.probe_during is not None and result.probe_during.status is None, result
+    assert result.verdict == "stalled" and result.probe_during is not None, result
+    assert result.probe_during.status is None, result
     assert result.probe_after is not None and result.probe_after.served  # serving resumed once the connections closed
 
 
@@ -233,7 +234,8 @@ def test_bench_hostile_exits_2_on_an_unknown_case() -> None:
 
 SETTINGS_KEPT = SETTINGS.to_record(jobs=1)  # as a record keeps them
 FIXTURE = {
-    "schema": 1, "suite": "hostile", "title": "t", "mode": "quick", "command": ["python", "scripts/bench.py", "hostile"],
+    "schema": 1, "suite": "hostile", "title": "t", "mode": "quick",
+    "command": ["python", "scripts/bench.py", "hostile"],
     "settings": {**SETTINGS_KEPT, "delay": 0.05, "bound": 3.0, "probe_timeout": 2.0, "probe_at": 0.5,
                  "after_timeout": 5.0},
     "cases": [{"number": 3, "id": "long-request-line", "title": "Long line", "robust": "414", "wild": "scanners",

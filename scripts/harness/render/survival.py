@@ -154,8 +154,8 @@ def detail_rows(record: HostileRecord, case_id: str) -> list[str]:
         during = result.probe_during
         probe = "–" if during is None else (f"{during.status} in {during.seconds:.2f} s" if during.status
                                             else "not served")
-        rows.append(f"| {design_label(design)} | {MARKS[result.verdict]} probe {_escape(probe)} | {_escape(variants)} | "
-                    f"{seconds(result.seconds_to_close)} | {result.fds_leaked} / {result.threads_leaked} | "
+        rows.append(f"| {design_label(design)} | {MARKS[result.verdict]} probe {_escape(probe)} | "
+                    f"{_escape(variants)} | {seconds(result.seconds_to_close)} | {result.fds_leaked} / {result.threads_leaked} | "
                     f"{result.peak_rss_mib} / {result.cpu_seconds} |")
     return rows
 

@@ -25,7 +25,8 @@ def _settings_from_json(data: Any, where: str) -> HostileSettings:
     for key in data:
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1)
-            raise RecordShapeError(f"{where}: unknown setting `{key}`" + (f" (did you mean `{near[0]}`?)" if near else ""))
+            hint = f" (did you mean `{near[0]}`?)" if near else ""
+            raise RecordShapeError(f"{where}: unknown setting `{key}`{hint}")
     return HostileSettings.from_record(data)
 
 

@@ -233,7 +233,8 @@ def slowloris_case(target: Target, case: Case) -> list[Variant]:
         for conn in connections:
             with contextlib.suppress(OSError):
                 conn.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-        readings = raw_http.watch_closes(connections, started, started + bound, every=0.5 if case.interval is None else case.interval,
+        every = 0.5 if case.interval is None else case.interval
+        readings = raw_http.watch_closes(connections, started, started + bound, every=every,
                                          send=b"X-Slow: a\r\n")
     return [summarise_closes(f"{count} trickling", readings, refused, bound)]
 
