@@ -10,6 +10,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from fake_records import fake_outcome, fake_record_json, fake_run
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import database_tables
 
 # Each design's rate at 50 clients (three runs around it); the twins of two real calls, and the calls.
@@ -18,21 +20,26 @@ RATES = {"thread-pool-executor": 150.0, "threads-psycopg-pool": 149.0, "asyncio-
 
 
 def runs(rate: float) -> list[dict[str, Any]]:
-    return [{"concurrency": clients, "requests_per_second": rate * factor * clients / 50, "error": None,
-             "latency_ms": {"p50": 100.0, "p99": 110.0}, "failed": 0, "complete": 300, "requests_requested": 0,
-             "duration_s": 2.0} for clients in (10, 50) for factor in (0.99, 1.0, 1.01)]
+    return [fake_run(concurrency=clients, requests_per_second=rate * factor * clients / 50,
+                     latency_ms={"p50": 100.0, "p99": 110.0}, complete=300, requests_requested=0, duration_s=2.0)
+            for clients in (10, 50) for factor in (0.99, 1.0, 1.01)]
 
 
 def record() -> dict[str, Any]:
-    return {"scenario": {"id": "database-sleep"}, "mode": "full", "started_utc": "2026-11-26T01:00:00Z",
-            "finished_utc": "2026-11-26T01:04:00Z",
-            "settings": {"concurrency": [10, 50], "repeat": 3, "time_limit": 2, "fixed_count": False},
-            "environment": {"commit": "a" * 40, "cpu_model": "cpu", "cpu_count": 2, "kernel": "6", "dirty": False},
-            "designs": [{"name": name, "runs": runs(rate)} for name, rate in RATES.items()]}
+    """The record's JSON, to change before it is read (typed)."""
+    return fake_record_json({"id": "database-sleep"},
+                            {"concurrency": [10, 50], "repeat": 3, "time_limit": 2, "fixed_count": False},
+                            [fake_outcome(name, runs(rate)) for name, rate in RATES.items()],
+                            {"commit": "a" * 40, "cpu_model": "cpu", "cpu_count": 2, "kernel": "6", "dirty": False},
+                            mode="full", started_utc="2026-11-26T01:00:00Z", finished_utc="2026-11-26T01:04:00Z")
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    return ScenarioRecord.from_json(data, "test record")
 
 
 def test_the_verdict_says_yes_for_the_threads_and_no_for_the_event_loops_with_the_table_behind_it() -> None:
-    sentence, table = database_tables.verdict(record())
+    sentence, table = database_tables.verdict(typed(record()))
     assert "At 50 clients" in sentence
     assert "yes where 16 threads bounded the waits anyway (the thread pools: 1 of 1)" in sentence
     assert "no where only the 16 connections did (the event loops: 0 of 1)" in sentence
@@ -50,10 +57,10 @@ def test_a_rate_whose_second_run_fell_outside_its_interval_carries_the_repeat_fl
         if design["name"] == "asyncio-asyncpg":
             for run in design["runs"]:
                 run["requests_per_second"] *= 0.7
-    _, table = database_tables.verdict(first, second)
+    _, table = database_tables.verdict(typed(first), typed(second))
     assert "**150.0** ⚠ second run 105.0 req/s (−30%) / **450.0**" in table
     agreeing = copy.deepcopy(first) | {"started_utc": "2026-11-26T01:05:00Z", "finished_utc": "2026-11-26T01:09:00Z"}
-    assert "⚠ second run " not in database_tables.verdict(first, agreeing)[1]  # the caption's "second run:" only
+    assert "⚠ second run " not in database_tables.verdict(typed(first), typed(agreeing))[1]  # the caption's "second run:" only
 
 
 def test_without_a_record_the_guide_says_how_to_measure_it(tmp_path: Path) -> None:

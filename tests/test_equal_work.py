@@ -17,6 +17,7 @@ import sys
 import pytest
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
 from harness.system import launcher, processes
 
 sys.path.insert(0, str(REPO_ROOT / "servers"))  # the apps import as the real servers import them
@@ -114,16 +115,18 @@ def test_the_wsgi_app_sleeps_only_when_a_call_is_simulated(monkeypatch, delay: f
 
 def test_every_table_states_the_work_per_request_it_compares() -> None:
     """The caption under every scenario table says what each server did per request (render/site.py)."""
+    from fake_records import fake_record
     from harness.render import site
 
-    record = {"scenario": {"tool": "wrk"}, "settings": {"delay": 0.0, "keep_alive": True},
-              "started_utc": "2026-11-26T09:00:00Z"}
-    stated = site.work_per_request(record)
+    def record(tool: str, settings: dict[str, object], started_utc: str = "2026-11-26T09:00:00Z") -> ScenarioRecord:
+        return fake_record({"tool": tool}, settings, [], started_utc=started_utc)
+
+    stated = site.work_per_request(record("wrk", {"delay": 0.0, "keep_alive": True}))
     assert f"the same {len(asgi_app.BODY)}-byte page" in stated and "no simulated call" in stated
     assert "keep the connection" in stated
-    waiting = site.work_per_request({"scenario": {"tool": "ab"},
-                                     "settings": {"delay": 0.1, "keep_alive": False, "work": 75000}})
+    waiting = site.work_per_request(record("ab", {"delay": 0.1, "keep_alive": False, "work": 75000}))
     assert "wait 0.1 s for the simulated call" in waiting and "75,000 iterations" in waiting
     assert "close the connection" in waiting
-    before = site.work_per_request({**record, "started_utc": "2026-11-24T09:00:08Z"})  # the last unequal peak run
+    # The last unequal peak run:
+    before = site.work_per_request(record("wrk", {"delay": 0.0, "keep_alive": True}, "2026-11-24T09:00:08Z"))
     assert "⚠ in this record nginx still set a 0 s timer and made an internal redirect" in before

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import site
 from harness.render.figures import SITE_FIGURES, Figure, FigureError, figures_page
 
@@ -22,12 +23,16 @@ FIXTURE = REPO_ROOT / "tests" / "fixtures" / "render" / "sweep-io.json"
 
 
 def sweep() -> dict[str, Any]:
-    return json.loads(FIXTURE.read_text(encoding="utf-8"))
+    """The fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
+    data = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    data.pop("fixture", None)
+    return data
 
 
-def records(record: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    record = record or sweep()
-    return {record["scenario"]["id"]: record}
+def records(record: dict[str, Any] | None = None) -> dict[str, ScenarioRecord]:
+    """The records the figures read, by id: the fixture (or `record`), read through its class."""
+    typed = ScenarioRecord.from_json(record or sweep(), "test record")
+    return {typed.id: typed}
 
 
 def test_a_figure_is_the_median_of_its_cell_with_its_unit() -> None:
@@ -62,7 +67,7 @@ def test_the_page_has_one_snippet_section_per_figure_in_order() -> None:
     page = figures_page(records(), figures)
     assert re.findall(r"--8<-- \[(start|end):([a-z-]+)\]", page) == [
         ("start", "first"), ("end", "first"), ("start", "second"), ("end", "second")]
-    day = records()["sweep-io"]["started_utc"][:10]
+    day = records()["sweep-io"].started_utc[:10]
     source = f' <small class="figure-source">[sweep-io, {day}]</small>\n'
     assert f"\n947.3 req/s{source}" in page and f"\n22.4 MiB{source}" in page  # each names its record and day
 
@@ -112,10 +117,10 @@ def test_render_check_sees_a_stale_figure(tmp_path: Path) -> None:
     assert "7,886 req/s" in expected[generated / "figures.md"]
 
 
-def with_ceiling(rate: float) -> dict[str, dict[str, Any]]:
+def with_ceiling(rate: float) -> dict[str, ScenarioRecord]:
     """The fixture with a load-tool ceiling measured at c=100, three runs at `rate` req/s."""
     record = sweep()
-    record["ceiling"] = {"name": "tool-ceiling", "runs": [
+    record["ceiling"] = {**record["designs"][0], "name": "tool-ceiling", "runs": [
         {**run, "requests_per_second": rate} for run in record["designs"][0]["runs"] if run["concurrency"] == 100]}
     return records(record)
 
@@ -129,7 +134,7 @@ def test_a_flagged_cell_renders_with_the_flag_its_table_cell_shows() -> None:
     assert re.search(r"\n[0-9.,]+ ms ⚠ tool-bound \(95%\) <small", page)
     # The flag is the table's own text, not a second wording of it.
     record = with_ceiling(1000.0)["sweep-io"]
-    row = next(row for row in site.design_rows(record, record["designs"][0], with_name=False) if "| 100 |" in row)
+    row = next(row for row in site.design_rows(record, record.designs[0], with_name=False) if "| 100 |" in row)
     assert "**948.2** ⚠ tool-bound (95%)" in row
     # The same cell under a ceiling it is far from has no flag, and needs no allowance.
     assert Figure("rate", "sweep-io", "thread-per-connection", 100, "rate").value(with_ceiling(5000.0)) == "948.2 req/s"
@@ -202,7 +207,7 @@ def test_every_quoted_figure_stands_alone_on_its_line_and_no_punctuation_follows
     assert problems == []
 
 
-def second_run(factor: float, **environment: Any) -> dict[str, dict[str, Any]]:
+def second_run(factor: float, **environment: Any) -> dict[str, ScenarioRecord]:
     """results/rerun/: the fixture run again right after it, prefork's rate at c=1 multiplied by `factor`."""
     record = sweep()
     record["started_utc"], record["finished_utc"] = "2026-11-22T13:10:00Z", "2026-11-22T13:20:00Z"
@@ -229,9 +234,9 @@ def test_a_figure_whose_second_run_fell_outside_its_interval_carries_the_repeat_
 
 
 def test_the_generated_figures_carry_the_repeat_flag_of_the_committed_second_runs() -> None:
-    from harness.model.records import load_records, rerun_dir
+    from harness.model.records import load_scenario_records, rerun_dir
 
-    first, second = load_records(), load_records(rerun_dir())
+    first, second = load_scenario_records(), load_scenario_records(rerun_dir())
     page = (REPO_ROOT / "docs" / "_generated" / "figures.md").read_text(encoding="utf-8")
     values = dict(re.findall(r"\[start:([a-z0-9-]+)\] -->\n(.*)\n", page))
     for figure in SITE_FIGURES:

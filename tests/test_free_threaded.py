@@ -7,9 +7,19 @@ import shutil
 import statistics
 from pathlib import Path
 
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import free_threaded
 
 FIXTURES = Path(__file__).parent / "fixtures" / "free_threaded"
+
+
+def fixture(kind: str) -> dict:
+    """A fixture's JSON (a record as the runner writes it), to change before it is read."""
+    return json.loads((FIXTURES / f"{kind}.json").read_text())
+
+
+def typed(data: dict) -> ScenarioRecord:
+    return ScenarioRecord.from_json(data, "test record")
 
 
 def place(results_dir: Path, *kinds: str) -> None:
@@ -34,11 +44,12 @@ def test_with_one_record_it_names_the_missing_interpreter(tmp_path) -> None:
 def test_with_both_records_each_cell_is_the_median_of_its_runs_side_by_side(tmp_path) -> None:
     place(tmp_path, "3.14", "3.14t")
     text = free_threaded.free_threaded_table(tmp_path)
-    records = {kind: json.loads((FIXTURES / f"{kind}.json").read_text()) for kind in ("3.14", "3.14t")}
+    records = {kind: typed(fixture(kind)) for kind in ("3.14", "3.14t")}
 
     def median(kind: str, name: str) -> float:
-        (design,) = [design for design in records[kind]["designs"] if design["name"] == name]
-        return statistics.median(run["requests_per_second"] for run in design["runs"])
+        design = records[kind].design(name)
+        assert design is not None
+        return statistics.median(run.requests_per_second for run in design.runs)
 
     gil, free = median("3.14", "thread-per-connection"), median("3.14t", "thread-per-connection")
     row = next(line for line in text.splitlines() if line.startswith("| thread-per-connection |"))
@@ -49,9 +60,9 @@ def test_with_both_records_each_cell_is_the_median_of_its_runs_side_by_side(tmp_
 def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:
     from harness.render import python_versions
 
-    first = json.loads((FIXTURES / "3.14.json").read_text())
-    last = json.loads((FIXTURES / "3.14t.json").read_text())
-    records = {"python-3.11-cpu": first, "python-3.13-cpu": last, "sweep-hello": {"designs": []}}
+    sweep_hello = typed({**fixture("3.14"), "designs": []})  # another scenario's record: no table of its own
+    records = {"python-3.11-cpu": typed(fixture("3.14")), "python-3.13-cpu": typed(fixture("3.14t")),
+               "sweep-hello": sweep_hello}
     files = python_versions.python_versions_files(records, tmp_path / "generated", tmp_path / "plots", "{source}\n")
     table = files[tmp_path / "generated" / "python-versions-cpu.md"]
     assert "| CPython | design | requests/s, median (" in table and "| / 3.11 |" in table
@@ -64,12 +75,12 @@ def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio
 def test_python_versions_name_the_exact_release_the_record_kept_and_carry_the_flags(tmp_path) -> None:
     from harness.render import python_versions
 
-    record = json.loads((FIXTURES / "3.14.json").read_text())
+    record = fixture("3.14")
     design = next(design for design in record["designs"] if design["name"] == "thread-per-connection")
     record["designs"] = [design]
     for run, rate in zip(design["runs"], [100.0, 150.0, 100.0]):
         run["requests_per_second"] = rate  # runs that disagree by 50%: flagged
     record["interpreter"] = {"asked": "3.12", "version": "3.12.1", "gil": "enabled", "executable": "/x"}
-    table = python_versions.versions_table("cpu", {"3.12": record})
+    table = python_versions.versions_table("cpu", {"3.12": typed(record)})
     assert "| / 3.12.1 |" in table and "| 3.12.1 | [thread-per-connection]" in table
     assert "⚠ spread 50%" in table

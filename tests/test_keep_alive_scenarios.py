@@ -19,6 +19,7 @@ import pytest
 from harness.clients import pipelining, probe
 from harness.clients.tools import wrk
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import keep_alive_verdict, site
 from harness.system import launcher
 from scenario_settings import settings_of
@@ -30,7 +31,13 @@ PAGE = b"<!doctype html><h1>Hello</h1>"
 
 
 def fixture(name: str) -> dict[str, Any]:
+    """A fixture record's JSON, to change before it is read (typed)."""
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    """The record the renderers read, checked by its class."""
+    return ScenarioRecord.from_json(data, "test record")
 
 
 def response(body: bytes = PAGE, status: str = "200 OK") -> bytes:
@@ -211,10 +218,11 @@ def scaled(record: dict[str, Any], factor: float) -> dict[str, Any]:
 def test_the_verdict_follows_its_rule_on_the_measured_gain_and_level() -> None:
     on, off = fixture("keep-alive-slow-path-on"), fixture("keep-alive-slow-path-off")
     article_nginx = on["scenario"]["published"]["figures"]["designing-servers/nginx"]
-    at_article_level = scaled(on, article_nginx / keep_alive_verdict.median_rates(on)["nginx-keep-alive"])
+    at_article_level = scaled(on, article_nginx / keep_alive_verdict.median_rates(typed(on))["nginx-keep-alive"])
 
     def verdict(on_record: dict[str, Any], off_record: dict[str, Any]) -> str:
-        return keep_alive_verdict.verdict_page({"keep-alive-slow-path-on": on_record, "keep-alive-slow-path-off": off_record})
+        return keep_alive_verdict.verdict_page({"keep-alive-slow-path-on": typed(on_record),
+                                                "keep-alive-slow-path-off": typed(off_record)})
 
     assert "holds in part" in verdict(at_article_level, off)  # the fixture's gain is about 2x, the article's 8x
     assert "**The hypothesis holds**" in verdict(at_article_level, scaled(off, 0.1))  # a 20x gain
@@ -222,7 +230,7 @@ def test_the_verdict_follows_its_rule_on_the_measured_gain_and_level() -> None:
 
 
 def test_the_verdict_waits_for_both_records() -> None:
-    page = keep_alive_verdict.verdict_page({"keep-alive-slow-path-on": fixture("keep-alive-slow-path-on")})
+    page = keep_alive_verdict.verdict_page({"keep-alive-slow-path-on": typed(fixture("keep-alive-slow-path-on"))})
     assert page.startswith("*Not measured yet")
 
 
@@ -230,13 +238,13 @@ def test_the_cpu_column_divides_the_servers_cpu_seconds_by_the_requests_it_answe
     record = fixture("peak")
     run = record["designs"][0]["runs"][0]
     expected = run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6
-    table = site.scenario_table(record)
+    table = site.scenario_table(typed(record))
     header = next(line for line in table.splitlines() if line.startswith("| Design"))
     cells = [cell.strip() for cell in header.split("|")]
     column = cells.index("CPU µs / request")  # the narrow table; the one under "Every column" has it too
     first_row = next(line for line in table.splitlines() if line.startswith(f"| [{record['designs'][0]['name']}]("))
     assert [cell.strip() for cell in first_row.split("|")][column] == f"{expected:,.0f}"
-    assert "CPU µs" not in site.scenario_table(fixture("keep-alive-slow-path-on"))
+    assert "CPU µs" not in site.scenario_table(typed(fixture("keep-alive-slow-path-on")))
 
 
 # --- runs shorter than a second, in a record made before the rule ---------------------------------------------
@@ -250,12 +258,12 @@ def test_a_record_made_before_the_one_second_rule_shows_its_short_runs_with_a_fl
     first["runs"].append({**first["runs"][0], "duration_s": 0.12})
     for design in record["designs"]:
         design["runs"][0]["duration_s"] = 0.07
-    table = site.scenario_table(record)
+    table = site.scenario_table(typed(record))
     narrow, full = [line for line in table.splitlines() if f"[{first['name']}](" in line]
     assert "⚠ 0.07 s runs" in narrow  # the shortest
     assert "⚠ runs of 0.07–0.12 s, under 1 s" in full
     record["settings"]["fixed_count"] = "the article's experiment"  # a record that says it is one
-    assert " s runs" not in site.scenario_table(record)
+    assert " s runs" not in site.scenario_table(typed(record))
     del record["settings"]["fixed_count"]
     record["scenario"]["id"] = "designing-servers"  # older than the key: the catalogue says it is one
-    assert " s runs" not in site.scenario_table(record)
+    assert " s runs" not in site.scenario_table(typed(record))

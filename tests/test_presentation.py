@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import plots, site
 from harness.render.presentation import (
     PALETTE,
@@ -26,7 +27,15 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
 
 
 def fixture(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    """A fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
+    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    data.pop("fixture", None)
+    return data
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    """The record the renderers read, checked by its class."""
+    return ScenarioRecord.from_json(data, "test record")
 
 
 def test_a_known_design_links_to_its_page_from_the_docs_root_with_its_title_as_tooltip() -> None:
@@ -50,14 +59,14 @@ def test_no_two_designs_of_one_scenario_share_a_colour_and_every_design_keeps_on
 
 
 def test_a_design_has_the_same_colour_on_every_plot_it_is_drawn_on() -> None:
-    record = fixture("sweep-io")
+    record = typed(fixture("sweep-io"))
     svgs = [plots.throughput_plot(record), plots.latency_plot(record), plots.memory_plot(record)]
-    for design in record["designs"]:
-        colour = design_colour(design["name"])
-        assert all(colour in svg for svg in svgs), design["name"]
+    for design in record.designs:
+        colour = design_colour(design.name)
+        assert all(colour in svg for svg in svgs), design.name
 
 
-def _figure(record: dict[str, Any], make) -> Any:
+def _figure(record: ScenarioRecord, make) -> Any:
     """The matplotlib figure a plot function draws, instead of its SVG."""
     made = []
     original = plots._to_svg
@@ -71,38 +80,41 @@ def _figure(record: dict[str, Any], make) -> Any:
 
 def test_the_y_axis_is_logarithmic_and_says_so_only_when_the_values_span_more_than_a_decade() -> None:
     record = fixture("sweep-io")  # 9 req/s at one client, thousands at 1,000
-    axes = _figure(record, plots.throughput_plot).axes[0]
+    axes = _figure(typed(record), plots.throughput_plot).axes[0]
     assert axes.get_yscale() == "log" and axes.get_ylabel().endswith("(log scale)")
     flat = copy.deepcopy(record)
     for design in flat["designs"]:
         for run in design["runs"]:
             run["requests_per_second"] = 100.0 + run["concurrency"] / 100  # 100 to 110: one decade is plenty
-    axes = _figure(flat, plots.throughput_plot).axes[0]
+    axes = _figure(typed(flat), plots.throughput_plot).axes[0]
     assert axes.get_yscale() == "linear" and "log scale" not in axes.get_ylabel()
     plots.plt.close("all")
 
 
 def test_the_articles_requests_per_second_figure_is_a_hollow_marker_at_its_level() -> None:
     record = fixture("sweep-io")
-    design = record["designs"][0]
-    design["reproduces"] = ["article/one"]
-    record["scenario"]["published"] = {"metric": "requests_per_second", "figures_100": {"article/one": 42.0}}
-    assert plots.article_points(record, design, [1, 100, 1000]) == [(100, 42.0)]
-    axes = _figure(record, plots.throughput_plot).axes[0]
+    record["designs"][0]["reproduces"] = ["article/one"]
+
+    def points(published: dict[str, Any], plotted: list[float]) -> list[tuple[float, float]]:
+        record["scenario"]["published"] = published
+        read = typed(record)
+        return plots.article_points(read, read.designs[0], plotted)
+
+    assert points({"metric": "requests_per_second", "figures_100": {"article/one": 42.0}}, [1, 100, 1000]) == [
+        (100, 42.0)]
+    axes = _figure(typed(record), plots.throughput_plot).axes[0]
     assert plots.ARTICLE_LABEL in [text.get_text() for text in axes.get_legend().get_texts()]
     hollow = [collection for collection in axes.collections if collection.get_offsets().tolist() == [[100, 42.0]]]
     assert len(hollow) == 1 and hollow[0].get_facecolor().size == 0  # no fill: hollow
     # A duration is not a rate, and a plain `figures` in a sweep belongs to no level: neither is drawn.
-    record["scenario"]["published"] = {"metric": "duration_s", "figures_100": {"article/one": 42.0}}
-    assert plots.article_points(record, design, [1, 100, 1000]) == []
-    record["scenario"]["published"] = {"figures": {"article/one": 42.0}}
-    assert plots.article_points(record, design, [1, 100, 1000]) == []
-    assert plots.article_points(record, design, [100]) == [(100, 42.0)]
+    assert points({"metric": "duration_s", "figures_100": {"article/one": 42.0}}, [1, 100, 1000]) == []
+    assert points({"figures": {"article/one": 42.0}}, [1, 100, 1000]) == []
+    assert points({"figures": {"article/one": 42.0}}, [100]) == [(100, 42.0)]
     plots.plt.close("all")
 
 
 def test_a_scenario_table_fits_first_and_keeps_every_column_behind_a_wide_toggle() -> None:
-    text = site.scenario_table(fixture("sweep-io"))
+    text = site.scenario_table(typed(fixture("sweep-io")))
     summary_head = text.splitlines()[0]
     assert summary_head == "| Design | Clients | Req/s | p50 / p99 ms | Failed |"
     toggle = next(line for line in text.splitlines() if line.startswith("??? "))

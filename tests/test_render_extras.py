@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 from harness.model.paths import REPO_ROOT
-from harness.model.records import load_records, rerun_dir
+from harness.model.records import load_records, load_scenario_records, rerun_dir
+from harness.model.records.scenario import ScenarioRecord
 from harness.model.stats import median_interval, spread
 from harness.render import memory, multi_process_tables, plots, repeatability, site
 from harness.render.cells import cells_by_level, level_key, spread_warning
@@ -26,7 +27,19 @@ FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
 
 
 def fixture(name: str) -> dict[str, Any]:
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    """A fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
+    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    data.pop("fixture", None)
+    return data
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    """The record the renderers read, checked by its class (a fake with a misspelt key fails here)."""
+    return ScenarioRecord.from_json(data, "test record")
+
+
+def record(name: str) -> ScenarioRecord:
+    return typed(fixture(name))
 
 
 def write_record(directory: Path, record: dict[str, Any]) -> None:
@@ -43,7 +56,7 @@ def least_squares_slope(xs: list[float], ys: list[float]) -> float:
 # Memory per open connection
 
 def test_memory_per_connection_is_the_slope_of_median_peak_rss_against_connections() -> None:
-    lines = {line.design["name"]: line for line in memory.memory_lines(fixture("sweep-io"), [])}
+    lines = {line.design.name: line for line in memory.memory_lines(record("sweep-io"), [])}
     threads = lines["thread-per-connection"]
     # Peak RSS of the three repetitions: c=1 13.9 ×3, c=100 16.1 ×3, c=1000 22.4, 22.3, 23.0 MiB.
     assert threads.points == [(1, 13.9, "sweep-io"), (100, 16.1, "sweep-io"), (1000, 22.4, "sweep-io")]
@@ -55,7 +68,7 @@ def test_memory_per_connection_is_the_slope_of_median_peak_rss_against_connectio
 
 
 def test_the_memory_table_shows_slope_rss_at_both_ends_processes_and_levels() -> None:
-    page = memory.memory_page({"sweep-io": fixture("sweep-io")})
+    page = memory.memory_page({"sweep-io": record("sweep-io")})
     assert ('| [thread-per-connection](/designs/thread-per-connection.md "A thread per connection") | **8.1** | '
             "13.9 (c=1) | 22.4 (c=1,000) | 1 | 1, 100, 1,000 |") in page
     assert "| **1.5** | 103.5 (c=1) | 105.9 (c=1,000) | 9 |" in page
@@ -67,12 +80,12 @@ def test_the_memory_table_shows_slope_rss_at_both_ends_processes_and_levels() ->
 def test_a_one_level_record_joins_the_sweep_only_when_measured_alike() -> None:
     sweep, ten_thousand = fixture("sweep-io"), fixture("sweep-10k")
 
-    page = memory.memory_page({"sweep-io": sweep, "sweep-10k": ten_thousand})  # as committed: other commit
+    page = memory.memory_page({"sweep-io": typed(sweep), "sweep-10k": typed(ten_thousand)})  # as committed: other commit
     assert "`sweep-10k` (c=10,000) is not combined: measured at commit `cdd9b90ef3`" in page
     assert "| **1.2** | 14.0 (c=1) | 15.2 (c=1,000) | 1 | 1, 100, 1,000 |" in page
 
     ten_thousand["environment"]["commit"] = sweep["environment"]["commit"]
-    joined = memory.memory_page({"sweep-io": sweep, "sweep-10k": ten_thousand})
+    joined = memory.memory_page({"sweep-io": typed(sweep), "sweep-10k": typed(ten_thousand)})
     assert "`sweep-10k` (c=10,000) is combined for `epoll-loop`:" in joined
     expected = least_squares_slope([1, 100, 1000, 10000], [value * 1024 for value in (14.0, 14.2, 15.2, 21.6)])
     assert f"| **{expected:.1f}** | 14.0 (c=1) | 21.6 (c=10,000) | 1 | 1, 100, 1,000 + 10,000 (`sweep-10k`) |" in joined
@@ -80,7 +93,7 @@ def test_a_one_level_record_joins_the_sweep_only_when_measured_alike() -> None:
 
     ten_thousand["settings"]["delay"] = 0
     assert "is not combined: a 0 s call there, 0.1 s here" in memory.memory_page(
-        {"sweep-io": sweep, "sweep-10k": ten_thousand})
+        {"sweep-io": typed(sweep), "sweep-10k": typed(ten_thousand)})
 
 
 def with_pss(record: dict[str, Any], share: float) -> dict[str, Any]:
@@ -93,11 +106,11 @@ def with_pss(record: dict[str, Any], share: float) -> dict[str, Any]:
 
 
 def test_a_record_with_pss_is_shown_in_pss_and_an_older_one_says_it_is_rss() -> None:
-    old = memory.memory_page({"sweep-io": fixture("sweep-io")})
+    old = memory.memory_page({"sweep-io": record("sweep-io")})
     assert "| Peak RSS at lowest c, MiB |" in old and "this record predates PSS sampling" in old
 
     sweep = with_pss(fixture("sweep-io"), 0.5)
-    page = memory.memory_page({"sweep-io": sweep})
+    page = memory.memory_page({"sweep-io": typed(sweep)})
     assert "| Peak PSS at lowest c, MiB |" in page and "Peak RSS" not in page
     assert "their peak PSS is the sum over the process tree, each shared page divided" in page
     assert "| **0.7** | 51.8 (c=1) | 53.0 (c=1,000) | 9 |" in page  # prefork: half its RSS, 1.5 -> 0.7 KiB
@@ -105,11 +118,11 @@ def test_a_record_with_pss_is_shown_in_pss_and_an_older_one_says_it_is_rss() -> 
     ten_thousand = fixture("sweep-10k")  # no PSS: not joined to a PSS sweep, whatever else matches
     ten_thousand["environment"]["commit"] = sweep["environment"]["commit"]
     assert "is not combined: memory as RSS there, PSS here" in memory.memory_page(
-        {"sweep-io": sweep, "sweep-10k": ten_thousand})
+        {"sweep-io": typed(sweep), "sweep-10k": typed(ten_thousand)})
 
 
 def test_records_without_two_levels_make_no_memory_table() -> None:
-    records = {"sweep-10k": fixture("sweep-10k"), "open-loop": fixture("open-loop-rates")}
+    records = {"sweep-10k": record("sweep-10k"), "open-loop": record("open-loop-rates")}
     assert not memory.is_sweep(records["open-loop"])  # four offered rates, one concurrency
     assert memory.memory_page(records).startswith("*Not measured yet")
 
@@ -117,21 +130,21 @@ def test_records_without_two_levels_make_no_memory_table() -> None:
 # Open-loop rate sweeps
 
 def test_a_rate_sweep_groups_cells_by_offered_rate() -> None:
-    record = fixture("open-loop-rates")
-    prefork = record["designs"][0]
-    cells = cells_by_level(prefork["runs"], level_key(record))
+    data = fixture("open-loop-rates")
+    prefork = typed(data).designs[0]
+    cells = cells_by_level(prefork.runs, level_key(typed(data)))
     assert sorted(cells) == [20, 40, 80, 160]
-    assert [run["requests_per_second"] for run in cells[160]] == [79.5, 79.7]
+    assert [run.requests_per_second for run in cells[160]] == [79.5, 79.7]
 
-    record["settings"]["rate"] = 80  # one rate: cells are by concurrency again, as for the committed records
-    assert list(cells_by_level(prefork["runs"], level_key(record))) == [1000]
+    data["settings"]["rate"] = 80  # one rate: cells are by concurrency again, as for the committed records
+    assert list(cells_by_level(prefork.runs, level_key(typed(data)))) == [1000]
 
 
 PREFORK = '[prefork](/designs/prefork.md "Pre-forked worker processes sharing one socket")'
 
 
 def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
-    table = site.scenario_table(fixture("open-loop-rates"))
+    table = site.scenario_table(record("open-loop-rates"))
     # The table a reader sees first: median, p50 / p99, failures.
     assert table.startswith("| Design | Offered rate (req/s) | Req/s | p50 / p99 ms | Failed |")
     assert f"\n| {PREFORK} | 160 | **79.6** | 1,040 / 2,050 | 0 |\n" in table
@@ -148,18 +161,18 @@ def test_a_rate_sweep_table_has_a_row_per_offered_rate() -> None:
 
 
 def test_one_offered_rate_renders_as_before() -> None:
-    record = fixture("open-loop-rates")
-    record["settings"]["rate"] = 80
-    table = site.scenario_table(record)
+    data = fixture("open-loop-rates")
+    data["settings"]["rate"] = 80
+    one_rate = typed(data)
+    table = site.scenario_table(one_rate)
     assert table.startswith("| Design | Req/s | p50 / p99 ms | Failed |")
     assert "\n    | Design | Model | Requests/s, median (min–max) |" in table
     assert "at concurrency 1000" in table and "requests/s offered" not in table
-    assert "open-loop-open-loop-latency.svg" not in plots.scenario_plots(record)
+    assert "open-loop-open-loop-latency.svg" not in plots.scenario_plots(one_rate)
 
 
 def test_the_open_loop_plot_draws_p50_and_p99_against_offered_rate() -> None:
-    record = fixture("open-loop-rates")
-    figure = plots.open_loop_latency_figure(record)
+    figure = plots.open_loop_latency_figure(record("open-loop-rates"))
     try:
         p50, p99 = figure.axes
         assert [axes.get_title(loc="left") for axes in (p50, p99)] == ["p50 latency", "p99 latency"]
@@ -179,10 +192,10 @@ def test_the_open_loop_plot_draws_p50_and_p99_against_offered_rate() -> None:
 
 
 def test_the_open_loop_plot_is_deterministic_and_rendered_with_the_others() -> None:
-    record = fixture("open-loop-rates")
-    made = plots.scenario_plots(record)
+    rates = record("open-loop-rates")
+    made = plots.scenario_plots(rates)
     assert "open-loop-open-loop-latency.svg" in made
-    assert made["open-loop-open-loop-latency.svg"] == plots.open_loop_latency_plot(record)
+    assert made["open-loop-open-loop-latency.svg"] == plots.open_loop_latency_plot(rates)
     assert "<dc:date>" not in made["open-loop-open-loop-latency.svg"]
 
 
@@ -223,10 +236,10 @@ def test_the_second_run_in_results_rerun_is_not_a_scenario(two_runs: tuple[Path,
 def test_cells_are_compared_by_relative_difference_and_tool_bound_ones_left_out(
         two_runs: tuple[Path, Any, Any]) -> None:
     _, second, _ = two_runs
-    cells = {cell.design: cell for cell in repeatability.compare_cells(fixture("concurrency-models"), second)}
+    first = record("concurrency-models")
+    cells = {cell.design: cell for cell in repeatability.compare_cells(first, typed(second))}
     assert list(cells) == ["sequential-sockets", "prefork", "thread-pool-queue", "epoll-loop"]
-    first_prefork = statistics.median(run["requests_per_second"]
-                                      for run in fixture("concurrency-models")["designs"][1]["runs"])
+    first_prefork = statistics.median(run.requests_per_second for run in first.designs[1].runs)
     assert cells["prefork"].first == pytest.approx(first_prefork)
     assert cells["prefork"].second == pytest.approx(first_prefork * 1.25)
     assert cells["prefork"].difference == pytest.approx(0.25)
@@ -241,7 +254,7 @@ def test_cells_are_compared_by_relative_difference_and_tool_bound_ones_left_out(
 def test_the_repeatability_page_counts_lists_and_refuses_what_it_cannot_compare(
         two_runs: tuple[Path, Any, Any]) -> None:
     results, _, _ = two_runs
-    page = repeatability.repeatability_page(load_records(results), load_records(rerun_dir(results)))
+    page = repeatability.repeatability_page(load_scenario_records(results), load_scenario_records(rerun_dir(results)))
     counted = ("3 cells compared (not tool-bound, three repetitions or more), 1 with run B's median inside run A's "
                "interval")
     assert page.startswith(f"**Overall: {counted}.**")
@@ -255,13 +268,13 @@ def test_the_repeatability_page_counts_lists_and_refuses_what_it_cannot_compare(
 
 
 def test_a_quick_or_failed_second_run_is_said_so() -> None:
-    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
+    first, second = record("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
     second["mode"] = "quick"
-    assert repeatability.not_comparable(first, second) == ["run B is a quick run"]
+    assert repeatability.not_comparable(first, typed(second)) == ["run B is a quick run"]
 
     second = fixture("concurrency-models")
     second["designs"][1].update(status="failed", problems=["server did not start"], runs=[])
-    cells = {cell.design: cell for cell in repeatability.compare_cells(first, second)}
+    cells = {cell.design: cell for cell in repeatability.compare_cells(first, typed(second))}
     assert cells["prefork"].second is None and not cells["prefork"].compared
     assert "| `prefork` | 8 | 9,843 | – | – | not measured in B (failed) |" in repeatability.cell_table(
         first, list(cells.values()))
@@ -270,7 +283,7 @@ def test_a_quick_or_failed_second_run_is_said_so() -> None:
 def test_one_scenarios_agreement_names_the_largest_difference_and_who_is_outside_the_target(
         two_runs: tuple[Path, Any, Any]) -> None:
     results, _, _ = two_runs
-    first_run, second_run = load_records(results), load_records(rerun_dir(results))
+    first_run, second_run = load_scenario_records(results), load_scenario_records(rerun_dir(results))
     sentence, landing = repeatability.scenario_agreement(first_run, second_run, "concurrency-models", 0.05).split(
         ". Run A's medians")
     # Every measured cell counts here, the tool-bound epoll-loop (50% apart) too.
@@ -306,22 +319,22 @@ def consecutive_repeat(record: dict[str, Any]) -> dict[str, Any]:
     (lambda b: b.update(started_utc="2026-11-24T10:00:00Z"), "h after run A finished (consecutive runs are at most"),
 ])
 def test_only_two_consecutive_runs_of_one_commit_on_one_kernel_are_a_repeat_pair(change, reason) -> None:
-    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
-    assert repeatability.not_comparable(first, second) == []  # the true repeat pair is compared
+    first, second = record("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
+    assert repeatability.not_comparable(first, typed(second)) == []  # the true repeat pair is compared
     change(second)
-    reasons = repeatability.not_comparable(first, second)
+    reasons = repeatability.not_comparable(first, typed(second))
     assert any(reason in text for text in reasons), reasons
-    page = repeatability.repeatability_page({"concurrency-models": first}, {"concurrency-models": second})
+    page = repeatability.repeatability_page({"concurrency-models": first}, {"concurrency-models": typed(second)})
     assert page.startswith("**Overall: 0 cells compared") and "not compared: " in page
 
 
 def test_a_cell_of_one_repetition_has_no_interval_and_is_not_counted() -> None:
-    first, second = fixture("concurrency-models"), consecutive_repeat(fixture("concurrency-models"))
+    first, second = fixture("concurrency-models"), typed(consecutive_repeat(fixture("concurrency-models")))
     for design in first["designs"]:
         design["runs"] = design["runs"][:1]
-    cells = repeatability.compare_cells(first, second)
+    cells = repeatability.compare_cells(typed(first), second)
     assert all(cell.interval is None and not cell.compared for cell in cells)
-    assert "fewer than 3 repetitions in A: no interval, not counted" in repeatability.cell_table(first, cells)
+    assert "fewer than 3 repetitions in A: no interval, not counted" in repeatability.cell_table(typed(first), cells)
 
 
 def test_without_a_second_run_the_page_says_so(tmp_path: Path) -> None:
@@ -356,7 +369,7 @@ def test_render_check_sees_a_new_second_run_and_a_changed_sweep(tmp_path: Path) 
 
 
 def test_the_environment_table_says_how_long_each_scenario_and_the_whole_run_took() -> None:
-    records = {name: fixture(name) for name in ("async-101", "concurrency-models")}
+    records = {name: record(name) for name in ("async-101", "concurrency-models")}
     table = site.environment_table(records)
     # async-101 ran 12:30:41 to 12:31:37 (56 s); concurrency-models 12:31:37 to 12:36:00 (4 min 23 s).
     assert "| 56 s |" in table and "| 4 min 23 s |" in table
@@ -370,11 +383,12 @@ def test_the_environment_table_says_how_long_a_load_tool_ran_ceiling_included() 
             for run in design["runs"]:
                 run["duration_s"] = 2.0
         design["runs"][0]["duration_s"] = None  # a failed cell has no duration: it counts as 0
-    records["concurrency-models"]["ceiling"] = {"runs": [{"duration_s": 30.0}]}
+    ceiling = records["concurrency-models"]["designs"][0]
+    records["concurrency-models"]["ceiling"] = {**ceiling, "runs": [{**ceiling["runs"][0], "duration_s": 30.0}]}
     cells = {name: sum(len(design["runs"]) for design in record["designs"]) for name, record in records.items()}
     expected = {name: 2.0 * (count - 1) for name, count in cells.items()}
     expected["concurrency-models"] += 30.0
-    table = site.environment_table(records)
+    table = site.environment_table({name: typed(data) for name, data in records.items()})
     rows = {name: next(line for line in table.splitlines() if line.startswith(f"| `{name}` |")) for name in records}
     for name, seconds in expected.items():
         assert rows[name].endswith(f"| {site.format_duration(seconds)} |"), (name, rows[name])
@@ -383,14 +397,15 @@ def test_the_environment_table_says_how_long_a_load_tool_ran_ceiling_included() 
 
 def test_the_completed_column_names_the_limit_each_design_ran_under() -> None:
     """A blocking design may run under the scenario's time_limit_blocking: its row names that limit."""
-    record = fixture("concurrency-models")
-    blocking = record["designs"][0]
-    for run in blocking["runs"]:
+    data = fixture("concurrency-models")
+    for run in data["designs"][0]["runs"]:
         run.update(time_limit=4, complete=20000)
-    assert "of 100,000" not in site.design_rows(record, blocking, with_name=False)[0]  # behind the toggle
-    rows = site.design_rows(record, blocking, with_name=False, every_column=True)
+    models = typed(data)
+    blocking = models.designs[0]
+    assert "of 100,000" not in site.design_rows(models, blocking, with_name=False)[0]  # behind the toggle
+    rows = site.design_rows(models, blocking, with_name=False, every_column=True)
     assert "20,000 of 100,000 (4 s limit)" in rows[0]
-    assert f"({record['settings']['time_limit']:g} s limit)" not in rows[0]
+    assert f"({models.settings.time_limit:g} s limit)" not in rows[0]
 
 
 def slowed_repetition(record: dict[str, Any], repetition: int, factor: float) -> None:
@@ -402,8 +417,9 @@ def slowed_repetition(record: dict[str, Any], repetition: int, factor: float) ->
 
 
 def test_a_repetition_slow_for_every_design_is_flagged_as_the_machine() -> None:
-    first, second = fixture("concurrency-models"), fixture("concurrency-models")
-    slowed_repetition(second, repetition=1, factor=0.7)
+    first, slowed = record("concurrency-models"), fixture("concurrency-models")
+    slowed_repetition(slowed, repetition=1, factor=0.7)
+    second = typed(slowed)
     speeds = repeatability.repetition_speeds(first, second)
     assert speeds["A"] == pytest.approx([1.0, 1.0, 1.0], abs=0.03)
     assert speeds["B"][1] == pytest.approx(0.7, abs=0.03)
@@ -413,11 +429,12 @@ def test_a_repetition_slow_for_every_design_is_flagged_as_the_machine() -> None:
 
 
 def test_one_design_that_varies_does_not_move_a_repetitions_speed() -> None:
-    first, second = fixture("concurrency-models"), fixture("concurrency-models")
-    prefork = next(design for design in second["designs"] if design["name"] == "prefork")
+    first, varied = record("concurrency-models"), fixture("concurrency-models")
+    prefork = next(design for design in varied["designs"] if design["name"] == "prefork")
     for run in prefork["runs"]:
         if run["repetition"] == 1:
             run["requests_per_second"] *= 0.5  # one design, one repetition: its cell moves, the median does not
+    second = typed(varied)
     speeds = repeatability.repetition_speeds(first, second)
     assert all(speed == pytest.approx(1.0, abs=0.03) for values in speeds.values() for speed in values)
     assert "⚠" not in repeatability.speeds_line(first, second)

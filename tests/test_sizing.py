@@ -12,7 +12,9 @@ import dataclasses
 from typing import Any
 
 import pytest
+from fake_records import fake_outcome, fake_record, fake_run
 from harness.model.catalogue import load_catalogue
+from harness.model.records.scenario import Outcome, ScenarioRecord
 from harness.model.settings import SettingsError, check_sizes
 from harness.render import sizing_tables
 from harness.suites import plan
@@ -43,30 +45,34 @@ def test_each_count_appends_its_arguments_after_the_designs_own_and_the_plan_cou
 
 
 def run(size: int, rate: float, cpu_per_1000: float, pss: float, processes: int) -> dict[str, Any]:
-    return {"size": size, "concurrency": 64, "error": None, "requests_per_second": rate, "failed": 0,
-            "complete": int(rate * 3), "requests_requested": 0, "duration_s": 3.0,
-            "latency_ms": {"mean": 64 / rate * 1000, "p50": 100.0, "p99": 120.0},
-            "server_resources": {"cpu_seconds_per_1000_requests": cpu_per_1000, "peak_pss_mib": pss,
-                                 "peak_processes": processes}}
+    return fake_run(size=size, concurrency=64, requests_per_second=rate, complete=int(rate * 3),
+                    requests_requested=0, duration_s=3.0,
+                    latency_ms={"mean": 64 / rate * 1000, "p50": 100.0, "p99": 120.0},
+                    server_resources={"peak_rss_mib": None, "cpu_seconds": None,
+                                      "cpu_seconds_per_1000_requests": cpu_per_1000, "peak_pss_mib": pss,
+                                      "peak_processes": processes})
 
 
-RECORD = {
-    "scenario": {"id": "sizing-waiting", "title": "Sizing, waiting handler: a test"},
-    "settings": {"delay": 0.1, "concurrency": [64], "repeat": 2, "sizes": {"prefork": [1, 4]}},
-    "environment": {"pinning": {"server_cpu": "0,1", "load_tool_cpu": "1"}, "commit": "0123456789ab"},
-    "started_utc": "2026-11-25T21:00:00Z",
-    "ceiling": None,
-    "designs": [{"name": "prefork", "model": "pre-fork", "status": "ok", "problems": [],
-                 "runs": [run(1, 9.9, 0.5, 20.0, 2), run(1, 9.8, 0.5, 20.0, 2),
-                          run(4, 39.0, 0.5, 50.0, 5), run(4, 39.5, 0.5, 50.0, 5)]}],
-}
+PINNING = {"server_cpu": "0,1", "load_tool_cpu": "1", "method": "taskset"}
+WAITING = {"delay": 0.1, "concurrency": [64], "repeat": 2, "sizes": {"prefork": [1, 4]}}
+PREFORK = fake_outcome("prefork", [run(1, 9.9, 0.5, 20.0, 2), run(1, 9.8, 0.5, 20.0, 2),
+                                   run(4, 39.0, 0.5, 50.0, 5), run(4, 39.5, 0.5, 50.0, 5)], model="pre-fork")
+
+
+def sizing_record(settings: dict[str, Any]) -> ScenarioRecord:
+    return fake_record({"id": "sizing-waiting", "title": "Sizing, waiting handler: a test"}, settings, [PREFORK],
+                       {"pinning": PINNING, "commit": "0123456789ab"}, started_utc="2026-11-25T21:00:00Z")
+
+
+RECORD = sizing_record(WAITING)
 
 
 def test_littles_law_is_the_count_over_the_time_each_request_holds_it_capped_by_the_cpus() -> None:
     assert sizing_tables.littles_law(RECORD, 4, 0.0005) == pytest.approx(4 / 0.1005)
-    computing = {**RECORD, "settings": {**RECORD["settings"], "delay": 0}}
+    computing = sizing_record({**WAITING, "delay": 0})
     assert sizing_tables.littles_law(computing, 16, 0.005) == pytest.approx(2 / 0.005)  # the 2 CPUs bind
-    threads, loop = {"model": "thread pool"}, {"model": "processes + event loops"}
+    threads = Outcome.from_json(fake_outcome("a", [], model="thread pool"))
+    loop = Outcome.from_json(fake_outcome("b", [], model="processes + event loops"))
     assert sizing_tables.in_flight(threads, 4, 64) == 4 and sizing_tables.in_flight(threads, 128, 64) == 64
     assert sizing_tables.in_flight(loop, 1, 64) == 64  # an event loop holds every connection
 
@@ -81,23 +87,24 @@ def test_the_table_gives_each_count_its_row_with_memory_per_process_held() -> No
 
 def test_the_generic_scenario_tables_leave_a_sizing_sweep_to_its_own_page() -> None:
     assert sizing_tables.is_sizing(RECORD)
-    assert not sizing_tables.is_sizing({"settings": {"delay": 0.1}})
+    assert not sizing_tables.is_sizing(sizing_record({"delay": 0.1}))
     found = sizing_tables.best(RECORD, "prefork")
     assert found is not None and found[0] == 4  # the smallest count within 90% of the best median
 
 
-def grid_record(threads: int, rates: dict[int, float]) -> dict[str, Any]:
+def grid_record(threads: int, rates: dict[int, float]) -> ScenarioRecord:
     """A gthread grid record: --threads fixed, --workers swept over `rates`' keys (rate 0: no run at that count)."""
-    return {**RECORD, "scenario": {"id": f"sizing-gthread-threads-{threads}", "title": "a test"},
-            "settings": {"delay": 0, "concurrency": [50], "repeat": 2, "time_limit": 2,
-                         "sizes": {"gunicorn-gthread": sorted(rates)},
-                         "size_arguments": {"gunicorn-gthread": ["--threads", str(threads), "--workers", "{size}"]}},
-            "designs": [{"name": "gunicorn-gthread", "model": "pre-fork + poller + thread pool", "status": "ok",
-                         "problems": [], "runs": [run(workers, rate, 0.5, 30.0 * workers, workers + 1)
-                                                  for workers, rate in rates.items() if rate for _ in range(2)]}]}
+    runs = [run(workers, rate, 0.5, 30.0 * workers, workers + 1) for workers, rate in rates.items() if rate
+            for _ in range(2)]
+    return fake_record(
+        {"id": f"sizing-gthread-threads-{threads}", "title": "a test"},
+        {"delay": 0, "concurrency": [50], "repeat": 2, "time_limit": 2, "sizes": {"gunicorn-gthread": sorted(rates)},
+         "size_arguments": {"gunicorn-gthread": ["--threads", str(threads), "--workers", "{size}"]}},
+        [fake_outcome("gunicorn-gthread", runs, model="pre-fork + poller + thread pool")],
+        {"pinning": PINNING, "commit": "0123456789ab"}, started_utc="2026-11-25T21:00:00Z")
 
 
-def grid_records() -> dict[str, dict[str, Any]]:
+def grid_records() -> dict[str, ScenarioRecord]:
     return {f"sizing-gthread-threads-{threads}": grid_record(threads, {1: 1000.0 + threads, 2: 2000.0 + threads})
             for threads in (1, 4, 16)}
 

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_records import fake_outcome, fake_record_json, fake_run
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario import ScenarioRecord
 from harness.render.site import HEADER
 from harness.render.timeline_player import PAIRS, timeline_player_files
 
@@ -40,15 +42,25 @@ def entry(index: int, worker: int, start: float, first_byte: float) -> dict[str,
 
 
 def record(designs: list[str], with_moments: bool = True) -> dict[str, Any]:
-    """A made-up timeline record: two workers, two requests each, answered one call apart."""
+    """A made-up timeline record's JSON: two workers, two requests each, answered one call apart."""
     entries = [entry(0, 0, 0.0, 0.1), entry(1, 1, 0.0, 0.2), entry(2, 0, 0.1, 0.3), entry(3, 1, 0.2, 0.4)]
     if not with_moments:
         entries = [{key: value for key, value in item.items() if key in ("index", "start", "end", "result")}
                    for item in entries]
-    return {"settings": {"delay": 0.1, "concurrency": [2], "requests": 4},
-            "environment": {"commit": "0123456789abcdef"}, "started_utc": "2026-11-25T20:00:00Z",
-            "designs": [{"name": name, "title": name, "model": "model", "status": "ok",
-                         "runs": [{"timeline": entries}]} for name in designs]}
+    return fake_record_json({"id": "timeline"}, {"delay": 0.1, "concurrency": [2], "requests": 4},
+                            [fake_outcome(name, [fake_run(concurrency=2, timeline=entries)], model="model")
+                             for name in designs],
+                            {"commit": "0123456789abcdef"}, started_utc="2026-11-25T20:00:00Z")
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    return ScenarioRecord.from_json(data, "test record")
+
+
+def traced_run(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The traced run's JSON (runner.traced_run): its timeline; nothing else the player reads."""
+    return {"timeline": entries, "server_trace": None, "clock_start_unix_s": None, "complete": None, "failed": None,
+            "requests_per_second": None, "latency_ms": None, "duration_s": None, "error": None}
 
 
 def player_data(content: str) -> dict[str, Any]:
@@ -59,7 +71,7 @@ def player_data(content: str) -> dict[str, Any]:
 
 def test_the_renderer_writes_a_snippet_per_design_and_the_pairs(tmp_path: Path) -> None:
     names = sorted({name for _, first, second in PAIRS for name in (first, second)})
-    files = timeline_player_files(record(names), tmp_path, HEADER)
+    files = timeline_player_files(typed(record(names)), tmp_path, HEADER)
     assert set(files) == {tmp_path / "timeline-player" / f"{name}.md" for name in [*names, "pairs"]}
     one = player_data(files[tmp_path / "timeline-player" / "sequential-sockets.md"])
     panel = one["panels"][0]
@@ -76,21 +88,21 @@ def test_the_servers_traced_moments_travel_with_each_request(tmp_path: Path) -> 
     entries = traced["designs"][0]["runs"][0]["timeline"]
     entries[0]["server"] = {"accepted": 0.0012, "head_read": 0.0013, "first_written": 0.1001, "written": 0.1001,
                             "closed": 0.1002, "process": 1, "threads": [2], "processes": [1]}
-    panel = player_data(timeline_player_files(traced, tmp_path, HEADER)[
+    panel = player_data(timeline_player_files(typed(traced), tmp_path, HEADER)[
         tmp_path / "timeline-player" / "thread-per-connection.md"])["panels"][0]
     assert panel["fields"] == ["worker", *MOMENTS, "ok", "accepted", "head_read", "written", "server_closed"]
     assert panel["requests"][0][-4:] == [1.2, 1.3, 100.1, 100.2]
     assert panel["requests"][1][-4:] == [None, None, None, None]  # a request without a traced connection
     # a record with a traced run (runner.traced_run) plays that one: the measured run stays untraced
     measured = record(["thread-per-connection"])
-    measured["designs"][0]["runs"][0]["traced"] = {"timeline": entries}
-    panel = player_data(timeline_player_files(measured, tmp_path, HEADER)[
+    measured["designs"][0]["runs"][0]["traced"] = traced_run(entries)
+    panel = player_data(timeline_player_files(typed(measured), tmp_path, HEADER)[
         tmp_path / "timeline-player" / "thread-per-connection.md"])["panels"][0]
     assert panel["requests"][0][-4:] == [1.2, 1.3, 100.1, 100.2]
 
 
 def test_a_record_without_the_moments_gives_no_player(tmp_path: Path) -> None:
-    assert timeline_player_files(record(["sequential-sockets"], with_moments=False), tmp_path, HEADER) == {}
+    assert timeline_player_files(typed(record(["sequential-sockets"], with_moments=False)), tmp_path, HEADER) == {}
     assert timeline_player_files(None, tmp_path, HEADER) == {}
 
 

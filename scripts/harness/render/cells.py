@@ -3,7 +3,8 @@
 A record's runs group into cells by level. The level is the concurrency, except
 in an open-loop rate sweep (its settings' `rate` is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
-rate of the run, run["rate"]. Runs that ended in an error belong to no cell.
+rate of the run, run.rate. Runs that ended in an error belong to no cell. Records and runs are the typed
+ones (model/records/scenario.py); a cell is a render-only dict of the runs it summarises.
 
 A cell whose runs lasted under settings.MIN_RUN_SECONDS is flagged (short_run_warning):
 since the runner makes such a run an error, only a record made before that rule has one,
@@ -19,7 +20,7 @@ import statistics
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.model.records import record_settings
+from harness.model.records.scenario import Run, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS
 from harness.model.stats import spread
 
@@ -29,29 +30,40 @@ TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measure
 SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exceeds 10% of it is flagged
 
 
-def is_rate_sweep(record: dict[str, Any]) -> bool:
-    return isinstance(record_settings(record).rate, list)
+def as_record(record: ScenarioRecord | dict[str, Any]) -> ScenarioRecord:
+    """The typed record. A dict is read through the class: multi_process_tables and deployment_tables still pass
+    the dict records (inputs.records) until they move to the typed ones; then this goes."""
+    return record if isinstance(record, ScenarioRecord) else ScenarioRecord.from_json(record)
 
 
-def level_key(record: dict[str, Any]) -> str:
+def as_runs(runs: list[Run] | list[dict[str, Any]]) -> list[Run]:
+    """The typed runs (a dict run read through the class: deployment_tables still passes dict runs, as as_record)."""
+    return [run if isinstance(run, Run) else Run.from_json(run) for run in runs]
+
+
+def is_rate_sweep(record: ScenarioRecord) -> bool:
+    return isinstance(record.settings.rate, list)
+
+
+def level_key(record: ScenarioRecord) -> str:
     """The run field a cell's level is read from."""
     return "rate" if is_rate_sweep(record) else "concurrency"
 
 
-def levels(record: dict[str, Any]) -> list[float]:
+def levels(record: ScenarioRecord) -> list[float]:
     """The levels the scenario asked for, in its order."""
-    return record_settings(record).rate if is_rate_sweep(record) else record_settings(record).concurrency
+    return record.settings.rate if is_rate_sweep(record) else record.settings.concurrency
 
 
-def level_header(record: dict[str, Any]) -> str:
+def level_header(record: ScenarioRecord) -> str:
     return "Offered rate (req/s)" if is_rate_sweep(record) else "Clients"
 
 
-def format_level(record: dict[str, Any], level: float) -> str:
+def format_level(record: ScenarioRecord, level: float) -> str:
     return f"{level:,g}" if is_rate_sweep(record) else f"{level:,}"
 
 
-def describe_level(record: dict[str, Any], level: float) -> str:
+def describe_level(record: ScenarioRecord, level: float) -> str:
     """A level in a sentence: "c=1,000", or "80 req/s offered"."""
     return f"{level:,g} req/s offered" if is_rate_sweep(record) else f"c={level:,}"
 
@@ -61,54 +73,57 @@ def format_rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}"
 
 
-def cells_by_level(runs: list[dict[str, Any]], key: str = "concurrency") -> dict[float, list[dict[str, Any]]]:
-    """Successful runs grouped by `run[key]`."""
-    grouped: dict[float, list[dict[str, Any]]] = {}
-    for run in runs:
-        if run.get("error") is None:
-            grouped.setdefault(run[key], []).append(run)
+def cells_by_level(runs: list[Run] | list[dict[str, Any]], key: str = "concurrency") -> dict[float, list[Run]]:
+    """Successful runs grouped by the run's field `key` (its concurrency, or its offered rate)."""
+    grouped: dict[float, list[Run]] = {}
+    for run in as_runs(runs):
+        if run.error is None:
+            grouped.setdefault(getattr(run, key), []).append(run)
     return grouped
 
 
-def summarise_cell(runs: list[dict[str, Any]]) -> dict[str, Any]:
+LATENCY_KEYS = ("mean", "mode", "p50", "p90", "p99", "max")
+
+
+def summarise_cell(runs: list[Run]) -> dict[str, Any]:
     """Median and range of requests/s, median of each latency statistic, totals of failures."""
-    rates = spread([run["requests_per_second"] for run in runs])
-    latencies = [run["latency_ms"] for run in runs if run.get("latency_ms")]
-    latency = {key: statistics.median(item[key] for item in latencies if item.get(key) is not None)
-               for key in ("mean", "mode", "p50", "p90", "p99", "max")
-               if any(item.get(key) is not None for item in latencies)}
+    runs = as_runs(runs)
+    rates = spread([run.requests_per_second for run in runs])
+    latencies = [run.latency_ms for run in runs if run.latency_ms]
+    latency = {key: statistics.median(getattr(item, key) for item in latencies if getattr(item, key) is not None)
+               for key in LATENCY_KEYS if any(getattr(item, key) is not None for item in latencies)}
     return {
         "runs": runs,
         "rate": rates,
         "latency": latency,
         # None: the tool could not know (hey stopped by a time limit does not report requests it sent).
-        "failed": None if any(run["failed"] is None for run in runs) else sum(run["failed"] for run in runs),
-        "non_2xx": sum(run.get("non_2xx", 0) for run in runs),
-        "complete": sorted(run["complete"] for run in runs),
-        "requested": runs[0]["requests_requested"],
+        "failed": None if any(run.failed is None for run in runs) else sum(run.failed for run in runs),
+        "non_2xx": sum(run.non_2xx or 0 for run in runs),
+        "complete": sorted(run.complete for run in runs),
+        "requested": runs[0].requests_requested,
         "repetitions": len(runs),
     }
 
 
-def rate_cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
+def rate_cells(record: ScenarioRecord | dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
     """Every measured cell's requests/s (`stats.spread`) by (design, level); failed runs left out."""
-    return {(design["name"], level): summarise_cell(runs)["rate"]
-            for design in record["designs"]
-            for level, runs in cells_by_level(design["runs"], level_key(record)).items()}
+    record = as_record(record)
+    return {(design.name, level): summarise_cell(runs)["rate"]
+            for design in record.designs
+            for level, runs in cells_by_level(design.runs, level_key(record)).items()}
 
 
-def rate_medians(record: dict[str, Any]) -> dict[tuple[str, float], float]:
+def rate_medians(record: ScenarioRecord | dict[str, Any]) -> dict[tuple[str, float], float]:
     """Every measured cell's median requests/s by (design, level), as the tables' bold numbers."""
     return {key: rate["median"] for key, rate in rate_cells(record).items()}
 
 
-def ceilings(record: dict[str, Any]) -> dict[float, float]:
+def ceilings(record: ScenarioRecord) -> dict[float, float]:
     """The tool's ceiling (median requests/s against the ceiling design) by level."""
-    ceiling = record.get("ceiling")
-    if not ceiling:
+    if record.ceiling is None:
         return {}
-    return {level: spread([run["requests_per_second"] for run in runs])["median"]
-            for level, runs in cells_by_level(ceiling["runs"], level_key(record)).items()}
+    return {level: spread([run.requests_per_second for run in runs])["median"]
+            for level, runs in cells_by_level(record.ceiling.runs, level_key(record)).items()}
 
 
 def tool_bound(median_rate: float, ceiling: float | None) -> bool:
@@ -134,19 +149,19 @@ def _fixed_count_scenarios() -> frozenset[str]:
                      if scenario.settings(quick=False).fixed_count)
 
 
-def fixed_count(record: dict[str, Any]) -> bool:
+def fixed_count(record: ScenarioRecord) -> bool:
     """Whether the record's runs end at a request count by design, however short (an article's experiment)."""
-    written = record_settings(record).fixed_count
-    return bool(written) if written is not None else record["scenario"]["id"] in _fixed_count_scenarios()
+    written = record.settings.fixed_count
+    return bool(written) if written is not None else record.id in _fixed_count_scenarios()
 
 
-def short_run_warning(record: dict[str, Any], cell: dict[str, Any], every_column: bool = False) -> str:
+def short_run_warning(record: ScenarioRecord, cell: dict[str, Any], every_column: bool = False) -> str:
     """' ⚠ 0.06 s runs' when a run of the cell lasted under MIN_RUN_SECONDS outside a fixed-count experiment.
 
     The full table gives the range (' ⚠ runs of 0.04–0.12 s, under 1 s'). Such a run weighs the
     tool's start and stop as much as the server: the number is the tool's as much as the design's.
     """
-    durations = sorted(run["duration_s"] for run in cell["runs"] if run.get("duration_s") is not None)
+    durations = sorted(run.duration_s for run in cell["runs"] if run.duration_s is not None)
     if not durations or durations[0] >= MIN_RUN_SECONDS or fixed_count(record):
         return ""
     if every_column:
@@ -156,7 +171,7 @@ def short_run_warning(record: dict[str, Any], cell: dict[str, Any], every_column
 
 
 def rate_flags(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
-               record: dict[str, Any] | None = None) -> str:
+               record: ScenarioRecord | None = None) -> str:
     """A cell's warnings as its table prints them after the median: spread, short runs, tool-bound; '' if none.
 
     With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so.
@@ -172,7 +187,7 @@ def rate_flags(cell: dict[str, Any], ceiling: float | None = None, every_column:
 
 
 def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
-               record: dict[str, Any] | None = None) -> str:
+               record: ScenarioRecord | None = None) -> str:
     """The median with its warnings; `every_column` adds the median's interval and says whose ceiling it is near."""
     rate = cell["rate"]
     text = f"**{format_rate(rate['median'])}**"

@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.model.records import record_settings
+from harness.model.records.scenario import ScenarioRecord
 from harness.render.cells import ceilings, cells_by_level, format_rate, rate_label, summarise_cell
 from harness.render.figures import Figure
 from harness.render.presentation import design_link, wide_table
@@ -63,10 +63,10 @@ BOUND_PHRASES = {THREADS: "where 16 threads bounded the waits anyway (the thread
                  PER_REQUEST: "where every request opened its own connection ({count})"}
 
 
-def cells(record: dict[str, Any]) -> dict[tuple[str, float], dict[str, Any]]:
+def cells(record: ScenarioRecord) -> dict[tuple[str, float], dict[str, Any]]:
     """Every measured cell of a record, summarised, by (design, clients)."""
-    return {(design["name"], level): summarise_cell(runs) for design in record["designs"]
-            for level, runs in cells_by_level(design["runs"]).items()}
+    return {(design.name, level): summarise_cell(runs) for design in record.designs
+            for level, runs in cells_by_level(design.runs).items()}
 
 
 def latency(cell: dict[str, Any] | None, key: str) -> str:
@@ -76,36 +76,36 @@ def latency(cell: dict[str, Any] | None, key: str) -> str:
 
 def pool_wait_ms(cell: dict[str, Any] | None, key: str) -> str:
     """The median over the cell's runs of each run's X-Pool-Wait-Us statistic `key`, in ms ('–' if none)."""
-    values = [run["header_statistic"][key] for run in (cell or {}).get("runs", [])
-              if (run.get("header_statistic") or {}).get(key) is not None]
+    values = [getattr(run.header_statistic, key) for run in (cell or {}).get("runs", [])
+              if run.header_statistic and getattr(run.header_statistic, key) is not None]
     if not values:
         return "–"
     middle = statistics.median(values) / 1000
     return f"{middle:,.0f}" if middle >= 100 else f"{middle:.1f}"
 
 
-def footer(record: dict[str, Any]) -> str:
+def footer(record: ScenarioRecord) -> str:
     """Where the numbers come from: the record, its commit, the database's version, the runs."""
-    settings = record_settings(record)
-    environment = record.get("environment", {})
-    postgres = next((part for part in record.get("database_command", []) if part.endswith("/postgres")), "PostgreSQL")
+    settings = record.settings
+    # database_command is the scratch cluster's command line as it ran (a list of its parts; free-form in the record).
+    postgres = next((part for part in record.database_command or [] if part.endswith("/postgres")), "PostgreSQL")
     return (f"Median of {settings.repeat} run(s) per cell, wrk for {settings.time_limit:g} s, server pinned to "
             f"one CPU and wrk to the other; PostgreSQL `{postgres}` with the settings the record keeps "
-            f"(`database_command`); commit `{str(environment.get('commit', '?'))[:10]}`, "
-            f"{record['mode']} run. Raw record: `results/{record['scenario']['id']}.json`.\n")
+            f"(`database_command`); commit `{record.environment.commit[:10]}`, "
+            f"{record.mode} run. Raw record: `results/{record.id}.json`.\n")
 
 
-def real_vs_simulated(record: dict[str, Any] | None) -> str:
+def real_vs_simulated(record: ScenarioRecord | None) -> str:
     """Each real-call design beside its simulated twin, per client count."""
     if record is None:
         return f"*Not measured yet: `python scripts/bench.py run --scenario {SLEEP_SCENARIO}`.*\n"
     found = cells(record)
-    names = [design["name"] for design in record["designs"]]
+    names = [design.name for design in record.designs]
     rows = [("| Real call (pg_sleep) | Simulated twin | Clients | Req/s real / simulated | Real ÷ simulated | "
              "p99 ms real / simulated |"), "|---|---|---|---|---|---|"]
     for real in (name for name in names if name in SIMULATED_TWIN):
         twin = SIMULATED_TWIN[real]
-        for clients in record_settings(record).concurrency:
+        for clients in record.settings.concurrency:
             real_cell, twin_cell = found.get((real, clients)), found.get((twin, clients))
             if real_cell is None or twin_cell is None:
                 rows.append(f"| {design_link(real)} | {design_link(twin)} | {clients} | not measured | – | – |")
@@ -121,7 +121,7 @@ def real_vs_simulated(record: dict[str, Any] | None) -> str:
     return "\n".join(rows) + "\n\n" + work + " " + footer(record)
 
 
-def queries_table(records: dict[str, dict[str, Any]]) -> str:
+def queries_table(records: dict[str, ScenarioRecord]) -> str:
     """database-single and database-multiple side by side, with the wait for a pool connection."""
     present = {scenario: records[scenario] for scenario in QUERY_SCENARIOS if scenario in records}
     if not present:
@@ -129,7 +129,7 @@ def queries_table(records: dict[str, dict[str, Any]]) -> str:
     found = {scenario: cells(record) for scenario, record in present.items()}
     names: list[str] = []
     for record in present.values():
-        names += [design["name"] for design in record["designs"] if design["name"] not in names]
+        names += [design.name for design in record.designs if design.name not in names]
     header = ["Design"]
     for scenario, title in QUERY_SCENARIOS.items():
         if scenario in present:
@@ -138,13 +138,13 @@ def queries_table(records: dict[str, dict[str, Any]]) -> str:
     for name in names:
         row = [design_link(name)]
         for scenario, record in present.items():
-            clients = record_settings(record).concurrency[0]
+            clients = record.settings.concurrency[0]
             cell = found[scenario].get((name, clients))
             row += ([rate_label(cell, record=record), latency(cell, "p99"), pool_wait_ms(cell, "p99")] if cell
                     else ["not measured", "–", "–"])
         rows.append("| " + " | ".join(row) + " |")
     first = next(iter(present.values()))
-    work = (f"{record_settings(first).concurrency[0]} clients. Work per request: read and parse the request head; one "
+    work = (f"{first.settings.concurrency[0]} clients. Work per request: read and parse the request head; one "
             "`SELECT id, randomnumber FROM world WHERE id = $1` (single) or twenty of them one after the other "
             "(multiple) on one connection, random ids from 1 to 10,000; answer the same 133-byte page, the rows in a "
             "header, and close. Pool wait: the time the request waited for a free connection (the header "
@@ -152,7 +152,7 @@ def queries_table(records: dict[str, dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n\n" + work + " " + footer(first)
 
 
-def pool_table(records: dict[str, dict[str, Any]]) -> str:
+def pool_table(records: dict[str, ScenarioRecord]) -> str:
     """One row per pool size and client count: rate against the pool's cap, latency, wait for a connection."""
     present = {size: records[POOL_SCENARIO.format(size=size)] for size in POOL_SIZES
                if POOL_SCENARIO.format(size=size) in records}
@@ -162,24 +162,24 @@ def pool_table(records: dict[str, dict[str, Any]]) -> str:
             "|---|---|---|---|---|---|"]
     for size, record in present.items():
         found = cells(record)
-        for clients in record_settings(record).concurrency:
-            cell = found.get((record["designs"][0]["name"], clients))
+        for clients in record.settings.concurrency:
+            cell = found.get((record.designs[0].name, clients))
             if cell is None:
                 rows.append(f"| {size} | {clients} | not measured | – | – | – |")
                 continue
-            cap = size / record_settings(record).delay
+            cap = size / record.settings.delay
             rows.append(f"| {size} | {clients} | {rate_label(cell, record=record)} | {format_rate(cap)} | "
                         f"{latency(cell, 'p50')} / {latency(cell, 'p99')} | "
                         f"{pool_wait_ms(cell, 'p50')} / {pool_wait_ms(cell, 'p99')} |")
     first = next(iter(present.values()))
-    design = first["designs"][0]["name"]
+    design = first.designs[0].name
     work = (f"{design_link(design)}, one process, its pool of 5, 10 or 20 connections (`--pool-size`; 20 is the "
             "budget). Work per request: read and parse the request head, wait for a free connection, send "
             "`SELECT pg_sleep(0.1)` and wait for the row, answer the same 133-byte page and close.")
     return "\n".join(rows) + "\n\n" + work + " " + footer(first)
 
 
-def flagged_rate(record: dict[str, Any], rerun: dict[str, Any] | None, name: str, clients: float,
+def flagged_rate(record: ScenarioRecord, rerun: ScenarioRecord | None, name: str, clients: float,
                  cell: dict[str, Any]) -> str:
     """A cell's median with every flag a quoted figure carries: spread, short runs, tool-bound, second run."""
     ceiling = ceilings(record).get(clients)
@@ -187,13 +187,13 @@ def flagged_rate(record: dict[str, Any], rerun: dict[str, Any] | None, name: str
     return rate_label(cell, ceiling, record=record) + repeat
 
 
-def verdict(record: dict[str, Any] | None, rerun: dict[str, Any] | None = None) -> tuple[str, str]:
+def verdict(record: ScenarioRecord | None, rerun: ScenarioRecord | None = None) -> tuple[str, str]:
     """Did the simulated call tell the truth? A plain sentence, and a table of each real call beside its twin at the
     most clients: what bounds its waits, both rates (flagged), the share."""
     if record is None:
         return f"*Not measured yet: `python scripts/bench.py run --scenario {SLEEP_SCENARIO}`.*\n", ""
     found = cells(record)
-    clients = max(record_settings(record).concurrency)
+    clients = max(record.settings.concurrency)
     truthful: dict[str, list[bool]] = {bound: [] for bound in BOUND_PHRASES}  # per bound: each design's yes or no
     rows = ["| Real call | Its waits bounded by | Req/s real / simulated twin | Real ÷ simulated |",
             "|---|---|---|---|"]
@@ -215,17 +215,17 @@ def verdict(record: dict[str, Any] | None, rerun: dict[str, Any] | None = None) 
     sentence = (f"**Did the simulated call tell the truth?** At {clients} clients, counting a real call within "
                 f"{1 - TRUTHFUL_SHARE:.0%} of its simulated twin's rate as the truth: " + "; ".join(answers) + ".")
     caption = (f"*{clients} clients, each request one 100 ms wait: PostgreSQL's `pg_sleep(0.1)` through the design's "
-               f"driver, or the twin's own sleep. Median of {record_settings(record).repeat} runs of "
-               f"{record_settings(record).time_limit:g} s (`results/{SLEEP_SCENARIO}.json`, "
-               f"{record['started_utc'][:10]}); the whole table, at every client count, is on "
+               f"driver, or the twin's own sleep. Median of {record.settings.repeat} runs of "
+               f"{record.settings.time_limit:g} s (`results/{SLEEP_SCENARIO}.json`, "
+               f"{record.started_utc[:10]}); the whole table, at every client count, is on "
                "[the database page](/database.md#the-measurement)."
                + (" ⚠ second run: the run straight after this one, of the same commit, put the median outside the "
                   "interval of this run's repetitions; the flag gives its median." if rerun else "") + "*")
     return sentence + "\n", "\n".join(rows) + "\n\n" + caption + "\n"
 
 
-def database_files(records: dict[str, dict[str, Any]], generated_dir: Path, header: str,
-                   rerun_records: dict[str, dict[str, Any]] | None = None) -> dict[Path, str]:
+def database_files(records: dict[str, ScenarioRecord], generated_dir: Path, header: str,
+                   rerun_records: dict[str, ScenarioRecord] | None = None) -> dict[Path, str]:
     """The database page's three tables and the guide's verdict (its figures flagged by results/rerun/ too)."""
     directory = generated_dir / "database"
     sleep = records.get(SLEEP_SCENARIO)

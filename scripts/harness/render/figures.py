@@ -46,8 +46,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from harness.model.records.scenario import Outcome, Run, ScenarioRecord
 from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, rate_flags, summarise_cell
 from harness.render.repeatability import compare_cells, not_comparable
 
@@ -56,19 +56,19 @@ class FigureError(ValueError):
     """A figure the pages quote cannot be computed from the records."""
 
 
-def _median(runs: list[dict[str, Any]], read: Callable[[dict[str, Any]], Any], what: str) -> float:
+def _median(runs: list[Run], read: Callable[[Run], float | None], what: str) -> float:
     values = [read(run) for run in runs]
     if any(value is None for value in values):
         raise KeyError(what)
     return statistics.median(values)
 
 
-def _resource(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda run: (run.get("server_resources") or {}).get(key)
+def _resource(key: str) -> Callable[[Run], float | None]:
+    return lambda run: getattr(run.server_resources, key) if run.server_resources else None
 
 
-def _latency(key: str) -> Callable[[dict[str, Any]], Any]:
-    return lambda run: (run.get("latency_ms") or {}).get(key)
+def _latency(key: str) -> Callable[[Run], float | None]:
+    return lambda run: getattr(run.latency_ms, key) if run.latency_ms else None
 
 
 def _milliseconds(value: float) -> str:
@@ -76,16 +76,16 @@ def _milliseconds(value: float) -> str:
 
 
 # metric -> (how to read it from the cell's runs, how to print the median with its unit)
-METRICS: dict[str, tuple[Callable[[list[dict[str, Any]]], float], Callable[[float], str]]] = {
+METRICS: dict[str, tuple[Callable[[list[Run]], float], Callable[[float], str]]] = {
     "rate": (lambda runs: summarise_cell(runs)["rate"]["median"], lambda value: f"{format_rate(value)} req/s"),
     "p50": (lambda runs: _median(runs, _latency("p50"), "latency p50"), _milliseconds),
     "p99": (lambda runs: _median(runs, _latency("p99"), "latency p99"), _milliseconds),
     "max": (lambda runs: _median(runs, _latency("max"), "latency max"), _milliseconds),
-    "complete": (lambda runs: _median(runs, lambda run: run.get("complete"), "complete"),
+    "complete": (lambda runs: _median(runs, lambda run: run.complete, "complete"),
                  lambda value: f"{value:,.0f} responses"),
-    "duration": (lambda runs: _median(runs, lambda run: run.get("duration_s"), "duration_s"),
+    "duration": (lambda runs: _median(runs, lambda run: run.duration_s, "duration_s"),
                  lambda value: f"{value:.2f} s"),
-    "window": (lambda runs: _median(runs, lambda run: run.get("time_limit"), "time_limit"),
+    "window": (lambda runs: _median(runs, lambda run: run.time_limit, "time_limit"),
                lambda value: f"{value:g} s"),
     "cpu": (lambda runs: _median(runs, _resource("cpu_seconds"), "server CPU seconds"),
             lambda value: f"{value:.2f} CPU-seconds"),
@@ -95,7 +95,7 @@ METRICS: dict[str, tuple[Callable[[list[dict[str, Any]]], float], Callable[[floa
     "rss": (lambda runs: _median(runs, _resource("peak_rss_mib"), "peak RSS"), lambda value: f"{value:.1f} MiB"),
     "processes": (lambda runs: _median(runs, _resource("peak_processes"), "peak processes"),
                   lambda value: f"{value:,.0f}"),
-    "failed": (lambda runs: _median(runs, lambda run: run.get("failed"), "failed"),
+    "failed": (lambda runs: _median(runs, lambda run: run.failed, "failed"),
                lambda value: f"{value:,.0f} failed"),
 }
 
@@ -111,33 +111,34 @@ class Figure:
     metric: str  # a key of METRICS
     allow_flagged: bool = False  # the page's sentence shows the cell's flag and leans on the number no further
 
-    def _record_and_design(self, records: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _record_and_design(self, records: dict[str, ScenarioRecord]) -> tuple[ScenarioRecord, Outcome, bool]:
+        """The record, the design's outcome (or the tool's ceiling's), and whether it is the ceiling."""
         record = records.get(self.scenario)
         if record is None:
             raise FigureError(f"figure {self.name!r}: no record results/{self.scenario}.json")
-        design = next((design for design in record["designs"] if design["name"] == self.design), None)
-        if design is None and (record.get("ceiling") or {}).get("name") == self.design:
-            design = {**record["ceiling"], "is_ceiling": True}
-        if design is None:
-            raise FigureError(f"figure {self.name!r}: results/{self.scenario}.json has no design {self.design!r}")
-        return record, design
+        design = record.design(self.design)
+        if design is not None:
+            return record, design, False
+        if record.ceiling is not None and record.ceiling.name == self.design:
+            return record, record.ceiling, True
+        raise FigureError(f"figure {self.name!r}: results/{self.scenario}.json has no design {self.design!r}")
 
-    def cell_runs(self, records: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        record, design = self._record_and_design(records)
-        runs = cells_by_level(design["runs"], level_key(record)).get(self.level)
+    def cell_runs(self, records: dict[str, ScenarioRecord]) -> list[Run]:
+        record, design, _ = self._record_and_design(records)
+        runs = cells_by_level(design.runs, level_key(record)).get(self.level)
         if not runs:
             raise FigureError(f"figure {self.name!r}: {self.design!r} in results/{self.scenario}.json has no "
                               f"successful run at level {self.level:g}")
         return runs
 
-    def flag(self, records: dict[str, dict[str, Any]]) -> str:
+    def flag(self, records: dict[str, ScenarioRecord]) -> str:
         """The cell's flag exactly as its table cell prints it (' ⚠ spread 136%', ' ⚠ tool-bound (100%)'), or ''."""
-        record, design = self._record_and_design(records)
+        record, _, is_ceiling = self._record_and_design(records)
         cell = summarise_cell(self.cell_runs(records))
-        ceiling = None if design.get("is_ceiling") else ceilings(record).get(self.level)
+        ceiling = None if is_ceiling else ceilings(record).get(self.level)
         return rate_flags(cell, ceiling, record=record)
 
-    def repeat_flag(self, first: dict[str, Any], second: dict[str, Any] | None) -> str:
+    def repeat_flag(self, first: ScenarioRecord, second: ScenarioRecord | None) -> str:
         """' ⚠ second run 3,040 req/s (−30%)' when the repeat pair's run B put this cell's median outside run A's
         interval (repeatability.Cell.agrees); '' without a second run, for a pair that is not a repeat pair (the
         repeatability page says why), or when B agrees."""
@@ -153,7 +154,7 @@ class Figure:
         size = f"{abs(change):.0%}" if abs(change) >= 0.01 else f"{abs(change) * 100:.1g}%"
         return f" ⚠ second run {format_rate(cell.second)} req/s ({'−' if change < 0 else '+'}{size})"
 
-    def value(self, records: dict[str, dict[str, Any]], rerun_records: dict[str, dict[str, Any]] | None = None) -> str:
+    def value(self, records: dict[str, ScenarioRecord], rerun_records: dict[str, ScenarioRecord] | None = None) -> str:
         """The median with its unit and its cell's flag, as the page prints it; a flagged cell needs allow_flagged."""
         if self.metric not in METRICS:
             raise FigureError(f"figure {self.name!r}: unknown metric {self.metric!r} (known: {', '.join(METRICS)})")
@@ -172,9 +173,9 @@ class Figure:
                               f"the sentence show the flag")
         return shown + flag + self.repeat_flag(records[self.scenario], (rerun_records or {}).get(self.scenario))
 
-    def citation(self, records: dict[str, dict[str, Any]]) -> str:
+    def citation(self, records: dict[str, ScenarioRecord]) -> str:
         """Which record and which day: shown after the number, so a reader can tell two experiments apart."""
-        return f'<small class="figure-source">[{self.scenario}, {records[self.scenario]["started_utc"][:10]}]</small>'
+        return f'<small class="figure-source">[{self.scenario}, {records[self.scenario].started_utc[:10]}]</small>'
 
 
 def _figures(scenario: str, design: str, level: float, metrics: Sequence[str], prefix: str,
@@ -241,8 +242,8 @@ SITE_FIGURES: list[Figure] = [
 ]
 
 
-def figures_page(records: dict[str, dict[str, Any]], figures: Sequence[Figure] = tuple(SITE_FIGURES),
-                 rerun_records: dict[str, dict[str, Any]] | None = None) -> str:
+def figures_page(records: dict[str, ScenarioRecord], figures: Sequence[Figure] = tuple(SITE_FIGURES),
+                 rerun_records: dict[str, ScenarioRecord] | None = None) -> str:
     """Every figure as a snippet section, in the order given, each with its flags (its repeat flag from
     `rerun_records`, results/rerun/); raises FigureError on the first that fails."""
     names = [figure.name for figure in figures]

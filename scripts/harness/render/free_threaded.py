@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from harness.model.records import RESULTS_DIR
+from harness.model.records.scenario import ScenarioRecord
 from harness.render.cells import format_rate, rate_medians
 
 FREE_THREADED_DIR_NAME = "free-threaded"
@@ -25,13 +25,13 @@ NOT_YET = ("*Not measured yet.* No free-threaded CPython can be installed on the
            "`results/free-threaded/`. No such run has come back yet{missing}.\n")
 
 
-def load_pair(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
+def load_pair(results_dir: Path = RESULTS_DIR) -> dict[str, ScenarioRecord]:
     """The records that exist, by kind ("gil", "free-threaded")."""
     found = {}
     for kind, folder in INTERPRETERS.items():
         path = results_dir / FREE_THREADED_DIR_NAME / folder / f"{SCENARIO_ID}.json"
         if path.exists():
-            found[kind] = json.loads(path.read_text(encoding="utf-8"))
+            found[kind] = ScenarioRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     return found
 
 
@@ -49,8 +49,8 @@ def free_threaded_table(results_dir: Path = RESULTS_DIR) -> str:
             continue
         ratio = free[(name, level)] / rate if rate else float("nan")
         lines.append(f"| {name} | {level:g} | {format_rate(rate)} | {format_rate(free[(name, level)])} | {ratio:.2f} |")
-    machines = [pair[kind]["environment"] for kind in INTERPRETERS]
+    machines = [pair[kind].environment for kind in INTERPRETERS]
     lines += ["", "*Medians of each cell's repetitions. Runner: " + "; ".join(
-        f"{machine['runner']} ({machine['cpu_model']}, {machine['cpus_available']} CPUs), Python {machine['python']}"
-        f" ({machine.get('gil', 'GIL not recorded')}), commit {machine['commit'][:7]}" for machine in machines) + ".*"]
+        f"{machine.runner} ({machine.cpu_model}, {machine.cpus_available} CPUs), Python {machine.python}"
+        f" ({machine.gil or 'GIL not recorded'}), commit {machine.commit[:7]}" for machine in machines) + ".*"]
     return "\n".join(lines) + "\n"

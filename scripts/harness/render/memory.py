@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
-from harness.model.records import record_settings
+from harness.model.records.scenario import Outcome, Run, ScenarioRecord
 from harness.render.cells import cells_by_level, is_rate_sweep
 from harness.render.presentation import design_link
 
@@ -40,7 +39,7 @@ KIB_PER_MIB = 1024
 class MemoryLine:
     """One design's points (level, median peak RSS in MiB, scenario id) and the slope through them."""
 
-    design: dict[str, Any]
+    design: Outcome
     points: list[tuple[int, float, str]]
     processes: int  # the most processes its tree had in any run used
     failed_levels: list[int]  # levels where some requests failed: fewer connections may have been open
@@ -58,68 +57,73 @@ PSS, RSS = "peak_pss_mib", "peak_rss_mib"
 METRIC_NAMES = {PSS: "PSS", RSS: "RSS"}
 
 
-def memory_metric(record: dict[str, Any]) -> str:
+def peak_memory(run: Run, metric: str) -> float | None:
+    """The run's peak memory `metric` (PSS or RSS, MiB); None where the run did not sample it."""
+    return getattr(run.server_resources, metric) if run.server_resources else None
+
+
+def memory_metric(record: ScenarioRecord) -> str:
     """PSS when every run of the record that sampled memory has it (shared pages counted once), else RSS."""
-    sampled = [run["server_resources"] for design in record["designs"] for run in design["runs"]
-               if (run.get("server_resources") or {}).get(RSS) is not None]
-    return PSS if sampled and all(resources.get(PSS) is not None for resources in sampled) else RSS
+    sampled = [run for design in record.designs for run in design.runs if peak_memory(run, RSS) is not None]
+    return PSS if sampled and all(peak_memory(run, PSS) is not None for run in sampled) else RSS
 
 
-def peak_memory_by_level(design: dict[str, Any], metric: str = RSS) -> dict[int, list[dict[str, Any]]]:
+def peak_memory_by_level(design: Outcome, metric: str = RSS) -> dict[int, list[Run]]:
     """A design's successful runs that recorded the peak memory `metric`, by concurrency."""
-    measured = {level: [run for run in runs if (run.get("server_resources") or {}).get(metric) is not None]
-                for level, runs in cells_by_level(design["runs"]).items()}
+    measured = {level: [run for run in runs if peak_memory(run, metric) is not None]
+                for level, runs in cells_by_level(design.runs).items()}
     return {level: runs for level, runs in measured.items() if runs}
 
 
-def is_sweep(record: dict[str, Any]) -> bool:
+def is_sweep(record: ScenarioRecord) -> bool:
     """Two or more concurrency levels with peak RSS (a rate sweep holds one level of concurrency)."""
-    return not is_rate_sweep(record) and any(len(peak_memory_by_level(design)) >= 2 for design in record["designs"])
+    return not is_rate_sweep(record) and any(len(peak_memory_by_level(design)) >= 2 for design in record.designs)
 
 
-def is_single_level(record: dict[str, Any]) -> bool:
+def is_single_level(record: ScenarioRecord) -> bool:
     """One concurrency level with peak RSS: no slope of its own, but it may extend a sweep."""
-    return (not is_rate_sweep(record) and len(record_settings(record).concurrency) == 1
-            and not record_settings(record).sizes  # a sizing sweep's cells differ by count, not by level
-            and any(peak_memory_by_level(design) for design in record["designs"]))
+    return (not is_rate_sweep(record) and len(record.settings.concurrency) == 1
+            and not record.settings.sizes  # a sizing sweep's cells differ by count, not by level
+            and any(peak_memory_by_level(design) for design in record.designs))
 
 
-def mismatches(sweep: dict[str, Any], extra: dict[str, Any]) -> list[str]:
+def mismatches(sweep: ScenarioRecord, extra: ScenarioRecord) -> list[str]:
     """Why `extra`'s levels may not join `sweep`'s line: each way they were not measured alike."""
     reasons = []
-    if record_settings(sweep).delay != record_settings(extra).delay:
-        reasons.append(f"a {record_settings(extra).delay:g} s call there, {record_settings(sweep).delay:g} s here")
-    if record_settings(sweep).keep_alive != record_settings(extra).keep_alive:
-        reasons.append(f"keep-alive {'on' if record_settings(extra).keep_alive else 'off'} there, "
-                       f"{'on' if record_settings(sweep).keep_alive else 'off'} here")
+    if sweep.settings.delay != extra.settings.delay:
+        reasons.append(f"a {extra.settings.delay:g} s call there, {sweep.settings.delay:g} s here")
+    if sweep.settings.keep_alive != extra.settings.keep_alive:
+        reasons.append(f"keep-alive {'on' if extra.settings.keep_alive else 'off'} there, "
+                       f"{'on' if sweep.settings.keep_alive else 'off'} here")
     if memory_metric(sweep) != memory_metric(extra):
         reasons.append(f"memory as {METRIC_NAMES[memory_metric(extra)]} there, {METRIC_NAMES[memory_metric(sweep)]} "
                        "here")
-    mine, theirs = sweep["environment"], extra["environment"]
-    if (mine["cpu_model"], mine["cpu_count"]) != (theirs["cpu_model"], theirs["cpu_count"]):
-        reasons.append(f"another machine ({theirs['cpu_model']}, {theirs['cpu_count']} CPUs)")
-    if mine["commit"] != theirs["commit"]:
-        reasons.append(f"measured at commit `{theirs['commit'][:10]}`, this record at `{mine['commit'][:10]}`, "
+    mine, theirs = sweep.environment, extra.environment
+    if (mine.cpu_model, mine.cpu_count) != (theirs.cpu_model, theirs.cpu_count):
+        reasons.append(f"another machine ({theirs.cpu_model}, {theirs.cpu_count} CPUs)")
+    if mine.commit != theirs.commit:
+        reasons.append(f"measured at commit `{theirs.commit[:10]}`, this record at `{mine.commit[:10]}`, "
                        "so the servers' code or configuration may differ")
-    elif mine.get("dirty") or theirs.get("dirty"):
+    elif mine.dirty or theirs.dirty:
         reasons.append("measured with uncommitted changes")
     return reasons
 
 
-def memory_lines(sweep: dict[str, Any], joined: list[dict[str, Any]]) -> list[MemoryLine]:
+def memory_lines(sweep: ScenarioRecord, joined: list[ScenarioRecord]) -> list[MemoryLine]:
     """A line per design of the sweep, extended by the levels of the joined one-level records."""
     lines = []
     metric = memory_metric(sweep)
-    for design in sweep["designs"]:
-        sources = [(sweep, design)] + [(extra, other) for extra in joined for other in extra["designs"]
-                                       if other["name"] == design["name"]]
+    for design in sweep.designs:
+        sources = [(sweep, design)] + [(extra, other) for extra in joined for other in extra.designs
+                                       if other.name == design.name]
         points, processes, failed_levels = [], 0, []
         for record, measured in sources:
             for level, runs in sorted(peak_memory_by_level(measured, metric).items()):
-                points.append((level, statistics.median(run["server_resources"][metric] for run in runs),
-                               record["scenario"]["id"]))
-                processes = max([processes] + [run["server_resources"].get("peak_processes") or 0 for run in runs])
-                if any(run.get("failed") != 0 for run in runs):
+                points.append((level, statistics.median(peak_memory(run, metric) for run in runs), record.id))
+                # Every run here sampled its resources (peak_memory_by_level kept only those).
+                processes = max([processes] + [run.server_resources.peak_processes or 0 for run in runs
+                                               if run.server_resources])
+                if any(run.failed != 0 for run in runs):
                     failed_levels.append(level)
         lines.append(MemoryLine(design, sorted(points), processes, failed_levels))
     return lines
@@ -137,7 +141,7 @@ def _levels_used(line: MemoryLine, sweep_id: str) -> str:
 
 def _row(line: MemoryLine, sweep_id: str) -> str:
     design = line.design
-    name = design_link(design['name'], design['title'])
+    name = design_link(design.name, design.title)
     slope = line.kib_per_connection
     if slope is None:
         return f"| {name} | – | – | – | – | fewer than two levels measured |"
@@ -146,9 +150,9 @@ def _row(line: MemoryLine, sweep_id: str) -> str:
             f"{line.processes} | {_levels_used(line, sweep_id)} |")
 
 
-def _connections_note(record: dict[str, Any]) -> str:
+def _connections_note(record: ScenarioRecord) -> str:
     """What the level means in open connections, for this record's tool and settings."""
-    settings, tool = record_settings(record), record["scenario"]["tool"]
+    settings, tool = record.settings, record.scenario.tool
     if tool == "echo-client":
         return (f"echo-client opens all c connections at once and each stays open until its one line is answered "
                 f"after the {settings.delay:g} s call, so up to c are open together.")
@@ -166,9 +170,9 @@ def _and(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def caption(sweep: dict[str, Any], lines: list[MemoryLine], decisions: list[str]) -> str:
+def caption(sweep: ScenarioRecord, lines: list[MemoryLine], decisions: list[str]) -> str:
     """How the slopes were made, what c means for this record, and which other records joined it."""
-    environment = sweep["environment"]
+    environment = sweep.environment
     trees = [line for line in lines if line.processes > 1]
     name = METRIC_NAMES[memory_metric(sweep)]
     sentences = [
@@ -180,7 +184,7 @@ def caption(sweep: dict[str, Any], lines: list[MemoryLine], decisions: list[str]
         "cost its process nothing: read the slope beside the throughput table.",
     ]
     if trees:
-        names = _and([f"`{line.design['name']}`" for line in trees])
+        names = _and([f"`{line.design.name}`" for line in trees])
         counts = _and([str(line.processes) for line in trees])
         sentences.append(f"{names} run as several processes (at most {counts}): " + (
             "their peak PSS is the sum over the process tree, each shared page divided among the processes that "
@@ -188,21 +192,21 @@ def caption(sweep: dict[str, Any], lines: list[MemoryLine], decisions: list[str]
             "pages those processes share once per process, so it overstates what they cost (this record predates "
             "PSS sampling)."))
     sentences += decisions
-    sentences.append(f"Peak {name} is sampled every 100 ms. Machine: {environment['cpu_model']}, "
-                     f"{environment['cpu_count']} CPUs; commit `{environment['commit'][:10]}`, {sweep['started_utc']} "
-                     f"({sweep['mode']} run). Raw record: `results/{sweep['scenario']['id']}.json`.")
+    sentences.append(f"Peak {name} is sampled every 100 ms. Machine: {environment.cpu_model}, "
+                     f"{environment.cpu_count} CPUs; commit `{environment.commit[:10]}`, {sweep.started_utc} "
+                     f"({sweep.mode} run). Raw record: `results/{sweep.id}.json`.")
     return " ".join(sentences)
 
 
-def _join_decisions(sweep: dict[str, Any], singles: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _join_decisions(sweep: ScenarioRecord, singles: list[ScenarioRecord]) -> tuple[list[ScenarioRecord], list[str]]:
     """Which one-level records of the same tool extend this sweep, and a sentence on each."""
-    names = {design["name"] for design in sweep["designs"]}
+    names = {design.name for design in sweep.designs}
     joined, decisions = [], []
     for extra in singles:
-        shared = [design["name"] for design in extra["designs"] if design["name"] in names]
-        if extra["scenario"]["tool"] != sweep["scenario"]["tool"] or not shared:
+        shared = [design.name for design in extra.designs if design.name in names]
+        if extra.scenario.tool != sweep.scenario.tool or not shared:
             continue  # another tool counts connections differently; no design in common joins nothing
-        level = f"`{extra['scenario']['id']}` (c={record_settings(extra).concurrency[0]:,})"
+        level = f"`{extra.id}` (c={extra.settings.concurrency[0]:,})"
         reasons = mismatches(sweep, extra)
         if reasons:
             decisions.append(f"{level} is not combined: {'; '.join(reasons)}.")
@@ -213,7 +217,7 @@ def _join_decisions(sweep: dict[str, Any], singles: list[dict[str, Any]]) -> tup
     return joined, decisions
 
 
-def memory_page(records: dict[str, dict[str, Any]]) -> str:
+def memory_page(records: dict[str, ScenarioRecord]) -> str:
     """One table per sweep record, each under a line naming its scenario."""
     singles = [record for record in records.values() if is_single_level(record)]
     sections = []
@@ -226,7 +230,7 @@ def memory_page(records: dict[str, dict[str, Any]]) -> str:
         head = (f"| Design | KiB per connection | Peak {name} at lowest c, MiB | Peak {name} at highest c, MiB | "
                 "Processes | Levels used (c) |\n|---|---|---|---|---|---|\n")
         rows = "\n".join(_row(line, scenario_id) for line in lines)
-        sections.append(f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{head}{rows}\n\n"
+        sections.append(f"**{record.scenario.title}** (scenario `{scenario_id}`)\n\n{head}{rows}\n\n"
                         f"{caption(record, lines, decisions)}\n")
     if not sections:
         return ("*Not measured yet: no record in `results/` measures peak memory at two or more concurrency "

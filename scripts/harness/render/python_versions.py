@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.model.records import record_settings
+from harness.model.records.scenario import ScenarioRecord
 from harness.model.stats import interval_name
 from harness.render.cells import ceilings, cells_by_level, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_colour, design_link
@@ -23,9 +23,9 @@ RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
 WORKLOADS = {"hello": "hello world, 50 connections", "cpu": "CPU-bound, 75,000 iterations per request, 10 connections"}
 
 
-def by_workload(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+def by_workload(records: dict[str, ScenarioRecord]) -> dict[str, dict[str, ScenarioRecord]]:
     """{workload: {version: record}} for every python-<version>-<workload> record, versions in order."""
-    found: dict[str, dict[str, dict[str, Any]]] = {}
+    found: dict[str, dict[str, ScenarioRecord]] = {}
     for scenario_id, record in records.items():
         match = RECORD_ID.fullmatch(scenario_id)
         if match:
@@ -34,42 +34,42 @@ def by_workload(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[
             for workload, versions in found.items()}
 
 
-def release(version: str, record: dict[str, Any]) -> str:
+def release(version: str, record: ScenarioRecord) -> str:
     """The exact CPython release a record's designs ran on ("3.12.1"), or the version it asked for."""
-    return (record.get("interpreter") or {}).get("version") or version
+    return (record.interpreter.version if record.interpreter else None) or version
 
 
-def cells(versions: dict[str, dict[str, Any]]) -> dict[str, dict[str, tuple[dict[str, Any], float | None]]]:
+def cells(versions: dict[str, ScenarioRecord]) -> dict[str, dict[str, tuple[dict[str, Any], float | None]]]:
     """{design: {version: (cell, the tool's ceiling)}}: one level per scenario."""
     table: dict[str, dict[str, tuple[dict[str, Any], float | None]]] = {}
     for version, record in versions.items():
         ceiling = ceilings(record)
-        for design in record["designs"]:
-            for level, runs in cells_by_level(design["runs"]).items():
-                table.setdefault(design["name"], {})[version] = (summarise_cell(runs), ceiling.get(level))
+        for design in record.designs:
+            for level, runs in cells_by_level(design.runs).items():
+                table.setdefault(design.name, {})[version] = (summarise_cell(runs), ceiling.get(level))
     return table
 
 
-def rates(versions: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+def rates(versions: dict[str, ScenarioRecord]) -> dict[str, dict[str, float]]:
     """{design: {version: median req/s}} (one level per scenario)."""
     return {design: {version: cell["rate"]["median"] for version, (cell, _) in per_version.items()}
             for design, per_version in cells(versions).items()}
 
 
-def how_measured(versions: dict[str, dict[str, Any]]) -> str:
+def how_measured(versions: dict[str, ScenarioRecord]) -> str:
     """Interleaved round robin, or one after another (a record made before suites/interleave.py)."""
     first = next(iter(versions.values()))
-    if first.get("interleaved_with"):
+    if first.interleaved_with:
         return ("measured round robin (every version once, then again: a drift of the machine touches them "
                 "alike)")
     return "measured one version after another"
 
 
-def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
+def versions_table(workload: str, versions: dict[str, ScenarioRecord]) -> str:
     names = list(versions)
     oldest = release(names[0], versions[names[0]])
     first = next(iter(versions.values()))
-    settings, environment = record_settings(first), first["environment"]
+    settings, environment = first.settings, first.environment
     lines = [f"| CPython | design | requests/s, median ({interval_name(settings.repeat)}) | / {oldest} |",
              "|---|---|--:|--:|"]
     for design, per_version in cells(versions).items():
@@ -86,14 +86,14 @@ def versions_table(workload: str, versions: dict[str, dict[str, Any]]) -> str:
             lines.append(f"| {release(version, versions[version])} | {design_link(design)} | {label} | {ratio} |")
     window = settings.time_limit
     lines += ["", f"*{WORKLOADS[workload]}; {settings.repeat} runs of {window:g} s per cell, {how_measured(versions)}; "
-              f"records `results/python-<version>-{workload}.json`, commit `{environment['commit'][:10]}`"
-              f"{' (with uncommitted changes)' if environment.get('dirty') else ''}, {first['started_utc']} to "
-              f"{first['finished_utc']}; {environment['cpu_model']} (server on CPU "
-              f"{environment['pinning']['server_cpu']}, wrk on CPU {environment['pinning']['load_tool_cpu']}).*"]
+              f"records `results/python-<version>-{workload}.json`, commit `{environment.commit[:10]}`"
+              f"{' (with uncommitted changes)' if environment.dirty else ''}, {first.started_utc} to "
+              f"{first.finished_utc}; {environment.cpu_model} (server on CPU "
+              f"{environment.pinning.server_cpu}, wrk on CPU {environment.pinning.load_tool_cpu}).*"]
     return "\n".join(lines) + "\n"
 
 
-def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
+def versions_plot(by: dict[str, dict[str, ScenarioRecord]]) -> str:
     from harness.render import plots  # matplotlib is slow to import: only rendering needs it
 
     plt = plots.plt
@@ -125,7 +125,7 @@ def versions_plot(by: dict[str, dict[str, dict[str, Any]]]) -> str:
     return plots._to_svg(figure)
 
 
-def python_versions_files(records: dict[str, dict[str, Any]], generated_dir: Path, plot_dir: Path,
+def python_versions_files(records: dict[str, ScenarioRecord], generated_dir: Path, plot_dir: Path,
                           header: str) -> dict[Path, str]:
     by = by_workload(records)
     files = {generated_dir / f"python-versions-{workload}.md": header.format(

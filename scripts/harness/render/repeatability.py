@@ -27,9 +27,8 @@ import dataclasses
 import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from harness.model.records import record_settings
+from harness.model.records.scenario import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name
 from harness.render.cells import (
@@ -79,23 +78,23 @@ class Cell:
                 and self.interval[0] <= self.second <= self.interval[1])
 
 
-def medians(record: dict[str, Any]) -> dict[tuple[str, float], tuple[float, bool]]:
+def medians(record: ScenarioRecord) -> dict[tuple[str, float], tuple[float, bool]]:
     """(design, level) -> (median requests/s, tool-bound) for every measured cell."""
     tool_ceilings = ceilings(record)
     return {key: (median, tool_bound(median, tool_ceilings.get(key[1])))
             for key, median in rate_medians(record).items()}
 
 
-def compare_cells(first: dict[str, Any], second: dict[str, Any]) -> list[Cell]:
+def compare_cells(first: ScenarioRecord, second: ScenarioRecord) -> list[Cell]:
     """Every cell either run measured, in run A's design order, then run B's new designs."""
     first_medians, second_medians = medians(first), medians(second)
     # A cell's interval needs three repetitions or more: one value (or two) bounds nothing.
-    counts = {(design["name"], level): len(runs) for design in first["designs"]
-              for level, runs in cells_by_level(design["runs"], level_key(first)).items()}
+    counts = {(design.name, level): len(runs) for design in first.designs
+              for level, runs in cells_by_level(design.runs, level_key(first)).items()}
     intervals = {key: (cell["interval_low"], cell["interval_high"]) for key, cell in rate_cells(first).items()
                  if counts.get(key, 0) >= MIN_REPETITIONS_FOR_AN_INTERVAL}
-    order = [design["name"] for design in first["designs"]]
-    order += [design["name"] for design in second["designs"] if design["name"] not in order]
+    order = [design.name for design in first.designs]
+    order += [design.name for design in second.designs if design.name not in order]
     cells = []
     for key in sorted(first_medians.keys() | second_medians.keys(), key=lambda key: (order.index(key[0]), key[1])):
         (a, a_bound), (b, b_bound) = first_medians.get(key, (None, False)), second_medians.get(key, (None, False))
@@ -104,15 +103,15 @@ def compare_cells(first: dict[str, Any], second: dict[str, Any]) -> list[Cell]:
     return cells
 
 
-def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+def not_comparable(first: ScenarioRecord, second: ScenarioRecord) -> list[str]:
     """Why two records of a scenario cannot be compared; empty when they can."""
-    reasons = [f"run {name} is a {record['mode']} run" for name, record in (("A", first), ("B", second))
-               if record["mode"] != "full"]
-    machines = [(record["environment"]["cpu_model"], record["environment"]["cpu_count"]) for record in (first, second)]
+    reasons = [f"run {name} is a {record.mode} run" for name, record in (("A", first), ("B", second))
+               if record.mode != "full"]
+    machines = [(record.environment.cpu_model, record.environment.cpu_count) for record in (first, second)]
     if machines[0] != machines[1]:
         reasons.append("different machines: " + " and ".join(f"{model}, {count} CPUs" for model, count in machines))
     reasons += not_a_repeat_pair(first, second)
-    one, other = record_settings(first), record_settings(second)
+    one, other = first.settings, second.settings
     changed = sorted(setting.name for setting in dataclasses.fields(ScenarioSettings)
                      if setting.name != "repeat" and getattr(one, setting.name) != getattr(other, setting.name))
     if changed:
@@ -121,28 +120,28 @@ def not_comparable(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def not_a_repeat_pair(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
+def not_a_repeat_pair(first: ScenarioRecord, second: ScenarioRecord) -> list[str]:
     """Why run B is not the consecutive repeat of run A: another commit, a dirty tree, another kernel, B
     started before A finished or long after it. Empty for a true repeat pair."""
-    environments = first["environment"], second["environment"]
+    environments = first.environment, second.environment
     reasons = []
-    if environments[0]["commit"] != environments[1]["commit"]:
-        reasons.append(f"different commits: {environments[0]['commit'][:7]} then {environments[1]['commit'][:7]}")
-    if any(environment.get("dirty") for environment in environments):
+    if environments[0].commit != environments[1].commit:
+        reasons.append(f"different commits: {environments[0].commit[:7]} then {environments[1].commit[:7]}")
+    if any(environment.dirty for environment in environments):
         reasons.append("a run with uncommitted changes")
-    if environments[0].get("kernel") != environments[1].get("kernel"):
-        reasons.append(f"different kernels: {environments[0].get('kernel')} then {environments[1].get('kernel')}")
-    a_finished = datetime.fromisoformat(first["finished_utc"].replace("Z", "+00:00"))
-    b_started = datetime.fromisoformat(second["started_utc"].replace("Z", "+00:00"))
+    if environments[0].kernel != environments[1].kernel:
+        reasons.append(f"different kernels: {environments[0].kernel} then {environments[1].kernel}")
+    a_finished = datetime.fromisoformat(first.finished_utc.replace("Z", "+00:00"))
+    b_started = datetime.fromisoformat(second.started_utc.replace("Z", "+00:00"))
     if b_started < a_finished:
-        reasons.append(f"run B started ({second['started_utc']}) before run A finished ({first['finished_utc']})")
+        reasons.append(f"run B started ({second.started_utc}) before run A finished ({first.finished_utc})")
     elif b_started - a_finished > timedelta(hours=CONSECUTIVE_HOURS):
         reasons.append(f"run B started {(b_started - a_finished).total_seconds() / 3600:.0f} h after run A finished "
                        f"(consecutive runs are at most {CONSECUTIVE_HOURS} h apart)")
     return reasons
 
 
-def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str, list[float]]:
+def repetition_speeds(first: ScenarioRecord, second: ScenarioRecord) -> dict[str, list[float]]:
     """Run ("A"/"B") -> for each repetition, how fast it ran compared with the machine's usual.
 
     A repetition's speed is the median, over every cell it measured, of its requests/s divided
@@ -152,10 +151,10 @@ def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str
     """
     per_cell: dict[tuple[str, float], list[tuple[str, int, float]]] = {}
     for run_name, record in (("A", first), ("B", second)):
-        for design in record["designs"]:
-            for level, runs in cells_by_level(design["runs"], level_key(record)).items():
-                per_cell.setdefault((design["name"], level), []).extend(
-                    (run_name, run["repetition"], run["requests_per_second"]) for run in runs)
+        for design in record.designs:
+            for level, runs in cells_by_level(design.runs, level_key(record)).items():
+                per_cell.setdefault((design.name, level), []).extend(
+                    (run_name, run.repetition, run.requests_per_second) for run in runs)
     ratios: dict[tuple[str, int], list[float]] = {}
     for measured in per_cell.values():
         if len(measured) < 2:
@@ -171,7 +170,7 @@ def repetition_speeds(first: dict[str, Any], second: dict[str, Any]) -> dict[str
     return speeds
 
 
-def speeds_line(first: dict[str, Any], second: dict[str, Any]) -> str:
+def speeds_line(first: ScenarioRecord, second: ScenarioRecord) -> str:
     """One line: each repetition's speed in both runs, and a warning for those off by more than 10%."""
     speeds = repetition_speeds(first, second)
     if not any(len(values) > 1 for values in speeds.values()):
@@ -191,11 +190,10 @@ def speeds_line(first: dict[str, Any], second: dict[str, Any]) -> str:
             f"both runs): {line}.{warning}\n\n")
 
 
-def _when(record: dict[str, Any]) -> str:
-    environment = record["environment"]
-    dirty = " (uncommitted changes)" if environment.get("dirty") else ""
-    return (f"`{environment['commit'][:10]}`{dirty}, {record['started_utc']} – {record['finished_utc'][11:]}, "
-            f"{record['mode']}")
+def _when(record: ScenarioRecord) -> str:
+    environment = record.environment
+    dirty = " (uncommitted changes)" if environment.dirty else ""
+    return f"`{environment.commit[:10]}`{dirty}, {record.started_utc} – {record.finished_utc[11:]}, {record.mode}"
 
 
 def summary(cells: list[Cell]) -> str:
@@ -221,7 +219,7 @@ def _rate(median: float | None) -> str:
     return "–" if median is None else format_rate(median)
 
 
-def cell_table(record: dict[str, Any], cells: list[Cell]) -> str:
+def cell_table(record: ScenarioRecord, cells: list[Cell]) -> str:
     head = (f"| Design | {level_header(record)} | Run A, req/s | Run B, req/s | \\|B−A\\|/A | Note |\n"
             "|---|---|---|---|---|---|\n")
     rows = [f"| `{cell.design}` | {format_level(record, cell.level)} | {_rate(cell.first)} | {_rate(cell.second)} | "
@@ -229,7 +227,7 @@ def cell_table(record: dict[str, Any], cells: list[Cell]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def _outside(record: dict[str, Any], cells: list[Cell]) -> str:
+def _outside(record: ScenarioRecord, cells: list[Cell]) -> str:
     outside = [cell for cell in cells if cell.compared and not cell.agrees]
     if not outside:
         return ""
@@ -239,7 +237,7 @@ def _outside(record: dict[str, Any], cells: list[Cell]) -> str:
     return "Run B's median outside run A's interval:\n\n" + "\n".join(items) + "\n\n"
 
 
-def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]],
+def scenario_agreement(first_run: dict[str, ScenarioRecord], second_run: dict[str, ScenarioRecord],
                        scenario_id: str, target: float) -> str:
     """One scenario's two consecutive runs in a sentence: the largest difference, and who is outside `target`.
 
@@ -270,7 +268,7 @@ def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[st
     strays = [cell for cell in cells if not (intervals[(cell.design, cell.level)]["interval_low"] <= (cell.second or 0.0)
                                              <= intervals[(cell.design, cell.level)]["interval_high"])]
     widths = [intervals[(cell.design, cell.level)]["relative_interval"] for cell in cells]
-    landing = (f"Run A's medians are known to within their {interval_name(record_settings(first).repeat)}s (under "
+    landing = (f"Run A's medians are known to within their {interval_name(first.settings.repeat)}s (under "
                f"\"Every column\"), {min(widths):.0%} to {max(widths):.0%} of the median wide; run B's median lies "
                f"inside A's for {len(cells) - len(strays)} of {len(cells)} servers"
                + (": not " + ", ".join(f"`{cell.design}`" for cell in strays) if strays else ""))
@@ -279,7 +277,7 @@ def scenario_agreement(first_run: dict[str, dict[str, Any]], second_run: dict[st
             f"{verdict}. {landing}.\n")
 
 
-def leaders(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]], scenario_id: str,
+def leaders(first_run: dict[str, ScenarioRecord], second_run: dict[str, ScenarioRecord], scenario_id: str,
             shown: int = 3) -> str:
     """Who had the highest medians in each of two consecutive runs, as shares of the scenario's reference.
 
@@ -289,7 +287,7 @@ def leaders(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str
     first, second = first_run.get(scenario_id), second_run.get(scenario_id)
     if first is None or second is None or not_comparable(first, second):
         return ""
-    reference = first["scenario"].get("relative_to")
+    reference = first.scenario.settings.relative_to
     runs = []
     for label, record in (("A", first), ("B", second)):
         rates = {design: median for (design, _level), (median, _bound) in medians(record).items()}
@@ -307,7 +305,7 @@ def leaders(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str
             f"{ending}.\n")
 
 
-def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[str, dict[str, Any]]) -> str:
+def repeatability_page(first_run: dict[str, ScenarioRecord], second_run: dict[str, ScenarioRecord]) -> str:
     """The comparison of every scenario recorded in both runs, with an overall count first."""
     if not second_run:
         return ("*Not measured yet: no second run is recorded in `results/rerun/`. `make bench` makes one after "
@@ -317,7 +315,7 @@ def repeatability_page(first_run: dict[str, dict[str, Any]], second_run: dict[st
     sections, every_cell = [], []
     for scenario_id in sorted(first_run.keys() & second_run.keys()):
         first, second = first_run[scenario_id], second_run[scenario_id]
-        title = f"**{first['scenario']['title']}** (scenario `{scenario_id}`)"
+        title = f"**{first.scenario.title}** (scenario `{scenario_id}`)"
         reasons = not_comparable(first, second)
         if reasons:
             verdict = "not compared: " + "; ".join(reasons)

@@ -18,10 +18,11 @@ rendered, not when a test renders into a directory of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
-import dataclasses
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,9 @@ from harness.model.records import (
     RESULTS_DIR,
     load_records,
     load_scenario_records,
-    load_seconds,
-    record_settings,
     rerun_dir,
-    wall_seconds,
 )
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario import Outcome, ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (
@@ -94,11 +92,11 @@ def format_ms(value: float | None) -> str:
 METRIC_LABELS = {"requests_per_second": "req/s", "duration_s": "total s"}
 
 
-def published_figure(record: dict[str, Any], design: dict[str, Any], level: float, table: str = "figures") -> str:
+def published_figure(record: ScenarioRecord, design: Outcome, level: float, table: str = "figures") -> str:
     """The article's figure for this design (by its `reproduces` ids), as the article printed it."""
-    published = record["scenario"].get("published", {})
+    published = record.scenario.published or {}  # the catalogue's free-form block of the article's figures
     figures = published.get(f"{table}_{level}", published.get(table, {}))
-    for attempt in design["reproduces"]:
+    for attempt in design.reproduces:
         if attempt in figures:
             return ("≈" if published.get("approximate") else "") + f"{figures[attempt]:g}"
     return "–"
@@ -118,8 +116,8 @@ def completed_label(cell: dict[str, Any], time_limit: float | None, duration_onl
 class Row:
     """What a column needs to render one table cell."""
 
-    record: dict[str, Any]
-    design: dict[str, Any]
+    record: ScenarioRecord
+    design: Outcome
     level: float  # the concurrency, or the offered rate in an open-loop rate sweep
     cell: dict[str, Any]
     ceiling: float | None
@@ -141,12 +139,12 @@ def _failed(row: Row) -> str:
 
 
 def _duration(row: Row) -> str:
-    durations = spread([run["duration_s"] for run in row.cell["runs"]])
+    durations = spread([run.duration_s for run in row.cell["runs"]])
     return f"**{durations['median']:.2f}** ({durations['min']:.2f}–{durations['max']:.2f})"
 
 
 def _duration_median(row: Row) -> str:
-    return f"**{spread([run['duration_s'] for run in row.cell['runs']])['median']:.2f}**"
+    return f"**{spread([run.duration_s for run in row.cell['runs']])['median']:.2f}**"
 
 
 def _relative(row: Row) -> str:
@@ -162,19 +160,19 @@ def _mean_mode(row: Row) -> str:
 
 def _completed(row: Row) -> str:
     # Each run records the limit it ran under: a blocking design may have had a shorter one.
-    limits = {run.get("time_limit") for run in row.cell["runs"]} - {None}
-    limit = max(limits) if limits else record_settings(row.record).time_limit
-    return completed_label(row.cell, limit, row.record["scenario"]["tool"] == "wrk")
+    limits = {run.time_limit for run in row.cell["runs"]} - {None}
+    limit = max(limits) if limits else row.record.settings.time_limit
+    return completed_label(row.cell, limit, row.record.scenario.tool == "wrk")
 
 
 def _cpu_per_request(row: Row) -> str:
     """The server's CPU time per answered request (its whole process group, sampled around the run)."""
-    costs = [run["server_resources"]["cpu_seconds"] / run["complete"] * 1e6 for run in row.cell["runs"]
-             if (run.get("server_resources") or {}).get("cpu_seconds") is not None and run.get("complete")]
+    costs = [run.server_resources.cpu_seconds / run.complete * 1e6 for run in row.cell["runs"]
+             if run.server_resources and run.server_resources.cpu_seconds is not None and run.complete]
     return f"{statistics.median(costs):,.0f}" if costs else "–"
 
 
-def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[str, Any]]:
+def columns(record: ScenarioRecord, every_column: bool = False) -> list[tuple[str, Any]]:
     """(header, cell function) for this record's table: the shared ones, plus what its scenario asks for.
 
     By default the table a reader sees first, narrow enough for the page at 1280 px: the median,
@@ -182,7 +180,7 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     the full table behind the "details" toggle under it (the median's interval, p90 and max, mean / mode,
     completed).
     """
-    settings, published = record_settings(record), record["scenario"].get("published", {})
+    settings, published = record.settings, record.scenario.published or {}
     metric = published.get("metric", "requests_per_second")
     chosen: list[tuple[str, Any]] = []
     if len(levels(record)) > 1:
@@ -202,8 +200,7 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     per = f", per batch of {batch}" if batch > 1 else ""
     if every_column:
         chosen.append((f"Latency p50 / p90 / p99 / max (ms{per})", _percentiles))
-        if any((run.get("latency_ms") or {}).get("mode") is not None
-               for design in record["designs"] for run in design["runs"]):
+        if any(run.latency_ms and run.latency_ms.mode is not None for design in record.designs for run in design.runs):
             chosen.append(("Mean / mode (ms)", _mean_mode))
     else:
         chosen.append((f"p50 / p99 ms{', batch' if batch > 1 else ''}", _p50_p99))
@@ -215,33 +212,34 @@ def columns(record: dict[str, Any], every_column: bool = False) -> list[tuple[st
     return chosen
 
 
-def reference_medians(record: dict[str, Any]) -> dict[float, float]:
+def reference_medians(record: ScenarioRecord) -> dict[float, float]:
     """Median requests/s of the `relative_to` design, by level."""
-    name = record_settings(record).relative_to
+    name = record.settings.relative_to
     return {level: median for (design, level), median in rate_medians(record).items() if design == name}
 
 
-def design_label(design: dict[str, Any]) -> str:
+def design_label(design: Outcome, is_ceiling: bool = False) -> str:
     """The first column: the design's short name linked to its page (long title as tooltip), or the tool ceiling."""
-    if design.get("is_ceiling"):
-        return f"{design['title']} (`{design['name']}`)"
-    return design_link(design["name"], design["title"])
+    if is_ceiling:
+        return f"{design.title} (`{design.name}`)"
+    return design_link(design.name, design.title)
 
 
-def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool, every_column: bool = False) -> list[str]:
-    """Table rows for one design: one per level, or one saying why it has none.
+def design_rows(record: ScenarioRecord, design: Outcome, with_name: bool, every_column: bool = False,
+                is_ceiling: bool = False) -> list[str]:
+    """Table rows for one design (or, `is_ceiling`, the tool's ceiling): one per level, or one saying why it has none.
 
     `every_column`: the full table (model, min–max, p90 and max, completed, ...) behind the toggle.
     """
     chosen = columns(record, every_column)
     prefix = ""
     if with_name:
-        prefix = f"| {design_label(design)} " + (f"| {design['model']} " if every_column else "")
-    cells = cells_by_level(design["runs"], level_key(record))
-    tool_ceilings = {} if design.get("is_ceiling") else ceilings(record)
+        prefix = f"| {design_label(design, is_ceiling)} " + (f"| {design.model} " if every_column else "")
+    cells = cells_by_level(design.runs, level_key(record))
+    tool_ceilings = {} if is_ceiling else ceilings(record)
     references = reference_medians(record)
-    if design["status"] != "ok" and not cells:
-        reason = f"not measured: {_escape('; '.join(design['problems']) or 'failed')}"
+    if design.status != "ok" and not cells:
+        reason = f"not measured: {_escape('; '.join(design.problems) or 'failed')}"
         values = []
         for header, render_cell in chosen:
             if header.startswith("Article"):
@@ -254,8 +252,8 @@ def design_rows(record: dict[str, Any], design: dict[str, Any], with_name: bool,
     for level, runs in sorted(cells.items()):
         row = Row(record, design, level, summarise_cell(runs), tool_ceilings.get(level), references.get(level))
         values = [render_cell(row) for _, render_cell in chosen]
-        if design["status"] != "ok":
-            values[-1] += f" (then failed: {_escape('; '.join(design['problems']))})"
+        if design.status != "ok":
+            values[-1] += f" (then failed: {_escape('; '.join(design.problems))})"
         rows.append(prefix + "| " + " | ".join(values) + " |")
     return rows
 
@@ -283,15 +281,15 @@ def work_label(settings: ScenarioSettings) -> str:
 EQUAL_WORK_SINCE = "2026-11-25T17:57:26Z"
 
 
-def work_per_request(record: dict[str, Any]) -> str:
+def work_per_request(record: ScenarioRecord) -> str:
     """The work every server in the table does for each request: the same for all (tests/test_equal_work.py)."""
-    settings = record_settings(record)
-    if record["scenario"]["tool"] == "echo-client":
+    settings = record.settings
+    if record.scenario.tool == "echo-client":
         return "Work per request, the same for every server: read a line, echo it back."
     if settings.delay:
         call = (f"wait {settings.delay:g} s for the simulated call (a timer, a sleep or a blocked worker, as the "
                 "design's model does it)")
-    elif record.get("started_utc", "") >= EQUAL_WORK_SINCE:
+    elif record.started_utc >= EQUAL_WORK_SINCE:
         call = ("no simulated call (no server sets a timer or sleeps: nginx and the apps skip it at 0 s, as the "
                 "Python designs do)")
     else:
@@ -313,22 +311,22 @@ def longer_levels_label(settings: ScenarioSettings) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def designs_python(record: dict[str, Any]) -> str:
+def designs_python(record: ScenarioRecord) -> str:
     """The CPython release the designs ran on, as the interpreter reported it ("3.12.1"), or the version asked for."""
-    return (record.get("interpreter") or {}).get("version") or record_settings(record).python or ""
+    return (record.interpreter.version if record.interpreter else None) or record.settings.python or ""
 
 
-def caption(record: dict[str, Any]) -> str:
+def caption(record: ScenarioRecord) -> str:
     """How the numbers were made, in one paragraph under each table."""
-    settings, environment = record_settings(record), record["environment"]
-    pinning = environment["pinning"]
-    pinned = (f"server pinned to {cpu_list(pinning['server_cpu'])}, load tool to CPU {pinning['load_tool_cpu']} (taskset)"
-              if pinning["server_cpu"] is not None else "no CPU pinning")
-    tools = ", ".join(environment["tools"].values())
+    settings, environment = record.settings, record.environment
+    pinning = environment.pinning
+    pinned = (f"server pinned to {cpu_list(pinning.server_cpu)}, load tool to CPU {pinning.load_tool_cpu} (taskset)"
+              if pinning.server_cpu is not None else "no CPU pinning")
+    tools = ", ".join(environment.tools.values())
     longer = longer_levels_label(settings)
     limit = f", stopping after {settings.time_limit:g} s{longer}" if settings.time_limit else ""
     amount = f"{settings.requests:,} requests"
-    if record["scenario"]["tool"] == "wrk":  # wrk runs for a duration; it has no request count
+    if record.scenario.tool == "wrk":  # wrk runs for a duration; it has no request count
         amount, limit = f"{settings.time_limit:g} s of requests{longer}", ""
     load = "at concurrency " + ", ".join(str(c) for c in settings.concurrency)
     if settings.warm_up:
@@ -342,22 +340,22 @@ def caption(record: dict[str, Any]) -> str:
     if batch > 1:
         load += (f", {batch} requests written at once on each connection; latency per batch, from its write to its "
                  "last answer (wrk's correction for coordinated omission, made per request, undone)")
-    published = record["scenario"].get("published", {})
+    published = record.scenario.published or {}
     source = (f" Article figures: *{published['source']}*, measured on {published['machine']}."
               if published else "")
     return (f"{work_per_request(record)} "
             f"Median of {settings.repeat} repetition(s) per design ({interval_name(settings.repeat)} in brackets "
             f"under \"Every column\"); "
-            f"{record['scenario']['tool']} with {amount} {load}{limit}, "
+            f"{record.scenario.tool} with {amount} {load}{limit}, "
             f"{settings.delay:g} s simulated call{work_label(settings)}, keep-alive {'on' if settings.keep_alive else 'off'}; "
-            f"{pinned}. Machine: {environment['cpu_model']}, {environment['cpu_count']} CPUs, "
-            f"Linux {environment['kernel']}, Python {environment['python']}"
+            f"{pinned}. Machine: {environment.cpu_model}, {environment.cpu_count} CPUs, "
+            f"Linux {environment.kernel}, Python {environment.python}"
             f"{' (harness; the designs ran on CPython ' + designs_python(record) + ')' if settings.python else ''}, {tools}; "
-            f"commit `{environment['commit'][:10]}`, {record['started_utc']} to {record['finished_utc']} "
-            f"({record['mode']} run). Raw record: `results/{record['scenario']['id']}.json`.{source}")
+            f"commit `{environment.commit[:10]}`, {record.started_utc} to {record.finished_utc} "
+            f"({record.mode} run). Raw record: `results/{record.id}.json`.{source}")
 
 
-def table_head(record: dict[str, Any], with_name: bool, every_column: bool = False) -> str:
+def table_head(record: ScenarioRecord, with_name: bool, every_column: bool = False) -> str:
     names = (["Design", "Model"] if every_column else ["Design"]) if with_name else []
     headers = names + [header for header, _ in columns(record, every_column)]
     return "| " + " | ".join(headers) + " |\n|" + "---|" * len(headers) + "\n"
@@ -366,9 +364,9 @@ def table_head(record: dict[str, Any], with_name: bool, every_column: bool = Fal
 # The full table is wider than the page: it sits in a collapsed block whose `wide-table` class lets it
 # scroll inside itself with the first column pinned (docs/assets/site.css; tests/test_browser.py
 # allows exactly these tables to be wider than the content column).
-def every_column_toggle(record: dict[str, Any]) -> str:
+def every_column_toggle(record: ScenarioRecord) -> str:
     """The toggle that opens the full table, naming what it adds."""
-    return (f'??? info {WIDE_TABLE_CLASS} "Every column: {interval_name(record_settings(record).repeat)}, p90 and max '
+    return (f'??? info {WIDE_TABLE_CLASS} "Every column: {interval_name(record.settings.repeat)}, p90 and max '
             'latency, completed requests, model"\n\n')
 
 
@@ -376,13 +374,14 @@ def _indent(text: str) -> str:
     return "".join(f"    {line}" if line.strip() else line for line in text.splitlines(keepends=True))
 
 
-def _tables(record: dict[str, Any], designs: list[dict[str, Any]], with_name: bool) -> str:
-    """The narrow table, then the full one behind a toggle, then the caption."""
+def _tables(record: ScenarioRecord, designs: list[Outcome], with_name: bool, ceiling: Outcome | None = None) -> str:
+    """The narrow table, then the full one behind a toggle (the tool's `ceiling` last, unbolded), then the caption."""
     def rows(every_column: bool) -> str:
         lines = []
         for design in designs:
-            design_lines = design_rows(record, design, with_name, every_column)
-            lines += [line.replace("**", "") for line in design_lines] if design.get("is_ceiling") else design_lines
+            lines += design_rows(record, design, with_name, every_column)
+        if ceiling is not None:
+            lines += [line.replace("**", "") for line in design_rows(record, ceiling, with_name, every_column, True)]
         return "\n".join(lines) + "\n"
 
     summary = table_head(record, with_name) + rows(every_column=False)
@@ -390,15 +389,13 @@ def _tables(record: dict[str, Any], designs: list[dict[str, Any]], with_name: bo
     return summary + "\n" + every_column_toggle(record) + _indent(full) + "\n" + caption(record) + "\n"
 
 
-def scenario_table(record: dict[str, Any]) -> str:
-    designs = list(record["designs"])
-    if record.get("ceiling"):
-        designs.append({**record["ceiling"], "title": f"Tool ceiling: {record['ceiling']['title']}, no simulated call",
-                        "reproduces": [], "is_ceiling": True})
-    return _tables(record, designs, with_name=True)
+def scenario_table(record: ScenarioRecord) -> str:
+    ceiling = record.ceiling and dataclasses.replace(
+        record.ceiling, title=f"Tool ceiling: {record.ceiling.title}, no simulated call", reproduces=[])
+    return _tables(record, record.designs, with_name=True, ceiling=ceiling)
 
 
-def design_table(record: dict[str, Any], design: dict[str, Any]) -> str:
+def design_table(record: ScenarioRecord, design: Outcome) -> str:
     return _tables(record, [design], with_name=False)
 
 
@@ -407,22 +404,34 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
-def environment_table(records: dict[str, dict[str, Any]]) -> str:
+def wall_seconds(record: ScenarioRecord) -> float:
+    """How long a scenario's run took, from the record's UTC start and end."""
+    started, finished = (datetime.fromisoformat(moment.replace("Z", "+00:00"))
+                         for moment in (record.started_utc, record.finished_utc))
+    return (finished - started).total_seconds()
+
+
+def load_seconds(record: ScenarioRecord) -> float:
+    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
+    return sum(run.duration_s or 0.0 for outcome in record.outcomes() for run in outcome.runs)
+
+
+def environment_table(records: dict[str, ScenarioRecord]) -> str:
     """One row per results file: where and how its numbers were made, and how long that took."""
     lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) | Took "
              "| Under load |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for scenario_id, record in records.items():
-        environment = record["environment"]
-        pinning = environment["pinning"]
-        pinned = (f"server {cpu_list(pinning['server_cpu'])}, tool CPU {pinning['load_tool_cpu']}"
-                  if pinning["server_cpu"] is not None else "none")
-        dirty = " (uncommitted changes)" if environment.get("dirty") else ""
+        environment = record.environment
+        pinning = environment.pinning
+        pinned = (f"server {cpu_list(pinning.server_cpu)}, tool CPU {pinning.load_tool_cpu}"
+                  if pinning.server_cpu is not None else "none")
+        dirty = " (uncommitted changes)" if environment.dirty else ""
         lines.append(
-            f"| `{scenario_id}` | {record['mode']}, {record_settings(record).repeat}× | {environment['cpu_model']}, "
-            f"{environment['cpu_count']} CPUs, {environment['memory_gib']} GiB, {environment['runner']} | {pinned} | "
-            f"{environment['kernel']} / {environment['python']} | {', '.join(environment['tools'].values())} | "
-            f"`{environment['commit'][:10]}`{dirty} | {record['started_utc']} – {record['finished_utc'][11:]} | "
+            f"| `{scenario_id}` | {record.mode}, {record.settings.repeat}× | {environment.cpu_model}, "
+            f"{environment.cpu_count} CPUs, {environment.memory_gib} GiB, {environment.runner} | {pinned} | "
+            f"{environment.kernel} / {environment.python} | {', '.join(environment.tools.values())} | "
+            f"`{environment.commit[:10]}`{dirty} | {record.started_utc} – {record.finished_utc[11:]} | "
             f"{format_duration(wall_seconds(record))} | {format_duration(load_seconds(record))} |")
     total = sum(wall_seconds(record) for record in records.values())
     under_load = sum(load_seconds(record) for record in records.values())
@@ -458,28 +467,28 @@ Renderer = Callable[[RenderInput], dict[Path, str]]
 
 def environment_files(inputs: RenderInput) -> dict[Path, str]:
     """environment.md: ten columns of reference data, one row per record (wide on purpose, scenario pinned)."""
-    if not inputs.records:
+    if not inputs.scenario_records:
         return {}
     return {inputs.generated_dir / "environment.md":
-            HEADER.format(source="every file in results/") + wide_table(environment_table(inputs.records))}
+            HEADER.format(source="every file in results/") + wide_table(environment_table(inputs.scenario_records))}
 
 
 def memory_files(inputs: RenderInput) -> dict[Path, str]:
     """memory-per-connection.md, always there ("not measured yet" when no record allows it): pages include it."""
     return {inputs.generated_dir / "memory-per-connection.md":
             HEADER.format(source="every record in results/ with two or more concurrency levels")
-            + memory_page(inputs.records)}
+            + memory_page(inputs.scenario_records)}
 
 
 def repeatability_files(inputs: RenderInput) -> dict[Path, str]:
     """repeatability.md (every scenario) and peak-repeatability.md (does the peak rate repeat?), always there."""
     return {
         inputs.generated_dir / "repeatability.md": HEADER.format(source="results/ (run A) and results/rerun/ (run B)")
-        + repeatability_page(inputs.records, inputs.rerun_records),
+        + repeatability_page(inputs.scenario_records, inputs.rerun_scenario_records),
         inputs.generated_dir / "peak-repeatability.md": HEADER.format(
             source="results/peak.json and results/rerun/peak.json")
-        + scenario_agreement(inputs.records, inputs.rerun_records, "peak", PEAK_AGREEMENT)
-        + leaders(inputs.records, inputs.rerun_records, "peak"),
+        + scenario_agreement(inputs.scenario_records, inputs.rerun_scenario_records, "peak", PEAK_AGREEMENT)
+        + leaders(inputs.scenario_records, inputs.rerun_scenario_records, "peak"),
     }
 
 
@@ -488,7 +497,7 @@ def keep_alive_verdict_files(inputs: RenderInput) -> dict[Path, str]:
     return {inputs.generated_dir / "keep-alive-verdict.md":
             HEADER.format(source=f"results/{keep_alive_verdict.ON_SCENARIO}.json and "
                                  f"results/{keep_alive_verdict.OFF_SCENARIO}.json")
-            + keep_alive_verdict.verdict_page(inputs.records)}
+            + keep_alive_verdict.verdict_page(inputs.scenario_records)}
 
 
 def figure_files(inputs: RenderInput) -> dict[Path, str]:
@@ -497,7 +506,7 @@ def figure_files(inputs: RenderInput) -> dict[Path, str]:
         return {}
     return {inputs.generated_dir / "figures.md":
             HEADER.format(source="results/ (the figures of scripts/harness/render/figures.py)")
-            + figures_page(inputs.records, inputs.figures, inputs.rerun_records)}
+            + figures_page(inputs.scenario_records, inputs.figures, inputs.rerun_scenario_records)}
 
 
 def survival_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -528,22 +537,22 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
     files: dict[Path, str] = {}
     by_design: dict[str, list[str]] = {name: [] for name in inputs.design_names}
     sized: set[str] = set()  # designs a sizing sweep measured: their tables are on the sizing page
-    for scenario_id, record in inputs.records.items():
+    for scenario_id, record in inputs.scenario_records.items():
         if is_sizing(record):  # a sizing sweep's runs differ by count: its own tables (sizing_page_files)
-            sized.update(design["name"] for design in record["designs"])
+            sized.update(design.name for design in record.designs)
             continue
         header = HEADER.format(source=f"results/{scenario_id}.json")
         files[inputs.generated_dir / f"{scenario_id}.md"] = header + scenario_table(record)
-        for design in record["designs"]:
+        for design in record.designs:
             table = design_table(record, design)
-            by_design.setdefault(design["name"], []).append(
-                f"**{record['scenario']['title']}** (scenario `{scenario_id}`)\n\n{table}")
+            by_design.setdefault(design.name, []).append(
+                f"**{record.scenario.title}** (scenario `{scenario_id}`)\n\n{table}")
         for plot_name, svg in plots.scenario_plots(record).items():
             files[inputs.plots_dir / plot_name] = svg
     for scenario_id in inputs.scenario_ids:
         if scenario_id.startswith("sizing-"):
             continue  # sizing_page_files writes their "not measured yet" lines too
-        if scenario_id not in inputs.records:  # a page may include a scenario's table before its first record
+        if scenario_id not in inputs.scenario_records:  # a page may include a scenario's table before its first record
             files[inputs.generated_dir / f"{scenario_id}.md"] = HEADER.format(source="the catalogue") + (
                 f"*Not measured yet: no `results/{scenario_id}.json`. "
                 f"`python scripts/bench.py run --scenario {scenario_id} --quick` measures it on your machine.*\n")
@@ -567,12 +576,12 @@ def multi_process_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def python_versions_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The Python versions page's tables and plots."""
-    return python_versions.python_versions_files(inputs.records, inputs.generated_dir, inputs.plots_dir, HEADER)
+    return python_versions.python_versions_files(inputs.scenario_records, inputs.generated_dir, inputs.plots_dir, HEADER)
 
 
 def database_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The real-database page's tables (issue 21) and the guide's verdict on the simulated call."""
-    return database_files(inputs.records, inputs.generated_dir, HEADER, inputs.rerun_records)
+    return database_files(inputs.scenario_records, inputs.generated_dir, HEADER, inputs.rerun_scenario_records)
 
 
 def idle_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -606,7 +615,7 @@ def streaming_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def timeline_player_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The timeline player's data (results/timeline.json): one snippet per design and the home page's pairs."""
-    return timeline_player_files(inputs.records.get(TIMELINE_SCENARIO), inputs.generated_dir, HEADER)
+    return timeline_player_files(inputs.scenario_records.get(TIMELINE_SCENARIO), inputs.generated_dir, HEADER)
 
 
 def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -616,7 +625,7 @@ def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def sizing_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The sizing page: a table and a plot per sizing sweep, and the rules (render/sizing_tables.py)."""
-    return sizing_files(inputs.records, inputs.generated_dir, inputs.plots_dir)
+    return sizing_files(inputs.scenario_records, inputs.generated_dir, inputs.plots_dir)
 
 
 def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -631,7 +640,7 @@ def conformance_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
     """predict/<design>.md: each design page's question, its measured answer folded beneath it (render/predict.py)."""
-    return predict_files(inputs.records, inputs.generated_dir)
+    return predict_files(inputs.scenario_records, inputs.generated_dir)
 
 
 # The registry: every renderer, once. Together their files are every generated file of the site

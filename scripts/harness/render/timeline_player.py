@@ -13,7 +13,7 @@ call is taken to be the last delay before the first byte (never earlier than the
 sent). Everything between `connected` and the call's start is "waiting": in the kernel's listen
 queue or accepted but not yet served. The client cannot tell the two apart; the server's own
 system calls can (system/syscall_trace.py, strace attached for a second run of the same load,
-run["traced"], no server file changed): the player plays that run, and where a request has them
+run.traced, no server file changed): the player plays that run, and where a request has them
 (entry["server"]), it marks on its bar when the server
 accepted the connection, read the request, wrote the answer and closed. The handler's start and
 end are Python, not system calls: they lie between the read and the write, and are not drawn.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.model.records import record_settings
+from harness.model.records.scenario import Outcome, ScenarioRecord
 
 SCENARIO_ID = "timeline"
 SUBDIR = "timeline-player"
@@ -59,12 +59,14 @@ def playable(entries: list[dict[str, Any]] | None) -> bool:
     return bool(entries) and all("connected" in entry and "worker" in entry for entry in entries)
 
 
-def design_timeline(design: dict[str, Any], delay_s: float) -> dict[str, Any] | None:
-    """One design's run as the player reads it: one row per request, moments in ms from the run's start."""
+def design_timeline(design: Outcome, delay_s: float) -> dict[str, Any] | None:
+    """One design's run as the player reads it: one row per request, moments in ms from the run's start.
+
+    A timeline's entries are the load client's free-form moments (dicts), as scripts/http_load.py wrote them."""
     # The traced run (the same load again, strace attached: runner.traced_run) when the record has one: its
     # requests carry the server's moments. The measured run's numbers (tables, plots, questions) are untraced.
-    runs = [run.get("traced") or {} for run in design["runs"]] + design["runs"]
-    entries = next((run.get("timeline") for run in runs if playable(run.get("timeline"))), None)
+    timelines = [run.traced.timeline for run in design.runs if run.traced] + [run.timeline for run in design.runs]
+    entries = next((timeline for timeline in timelines if playable(timeline)), None)
     if entries is None:
         return None
     traced = any("server" in entry for entry in entries)
@@ -72,8 +74,8 @@ def design_timeline(design: dict[str, Any], delay_s: float) -> dict[str, Any] | 
              *(server_moments(entry) if traced else [])]
             for entry in sorted(entries, key=lambda entry: entry["index"])]
     ends = [moment for row in rows for moment in row[1:7] if moment is not None]
-    known = load_catalogue().designs.get(design["name"])
-    return {"design": design["name"], "title": design["title"], "model": design["model"],
+    known = load_catalogue().designs.get(design.name)
+    return {"design": design.name, "title": design.title, "model": design.model,
             "call_ms": milliseconds(delay_s), "clients": 1 + max(row[0] for row in rows),
             "end_ms": max(ends), "fields": ["worker", *MOMENTS, "ok", *(SERVER_MOMENTS.values() if traced else [])],
             "requests": rows, "note": CLOSED_NOTE if known is not None and known.keep_alive else ""}
@@ -92,16 +94,16 @@ def player_div(data: dict[str, Any], label: str) -> str:
             f'data-timeline="{payload}">{NO_SCRIPT}</div>\n')
 
 
-def timeline_player_files(record: dict[str, Any] | None, generated_dir: Path, header: str) -> dict[Path, str]:
+def timeline_player_files(record: ScenarioRecord | None, generated_dir: Path, header: str) -> dict[Path, str]:
     """Every design's player snippet and the pairs' snippet; nothing when the record has no moments."""
     if record is None:
         return {}
-    delay_s = float(record_settings(record).delay)
-    clients = record_settings(record).concurrency[0]
-    load = {"clients": clients, "requests": record_settings(record).requests, "call_ms": milliseconds(delay_s),
-            "commit": (record["environment"].get("commit") or "")[:10], "started_utc": record["started_utc"]}
-    timelines = {design["name"]: timeline for design in record["designs"]
-                 if design.get("status") == "ok" and (timeline := design_timeline(design, delay_s))}
+    delay_s = float(record.settings.delay)
+    clients = record.settings.concurrency[0]
+    load = {"clients": clients, "requests": record.settings.requests, "call_ms": milliseconds(delay_s),
+            "commit": record.environment.commit[:10], "started_utc": record.started_utc}
+    timelines = {design.name: timeline for design in record.designs
+                 if design.status == "ok" and (timeline := design_timeline(design, delay_s))}
     directory = generated_dir / SUBDIR
     source = header.format(source=f"results/{SCENARIO_ID}.json")
     files = {directory / f"{name}.md": source + player_div(
