@@ -31,7 +31,10 @@ import pytest
 from harness.clients import idle_race
 from harness.clients.tools import vegeta
 from harness.model.catalogue import load_catalogue
+from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
+from harness.model.records import RESULTS_DIR
+from harness.model.records.deployment import RaceRecord, RaceResult
 from harness.render import deployment_tables
 from harness.suites import deployment
 from harness.system import launcher, ports, processes
@@ -51,14 +54,14 @@ def hardened_behind_nginx(tmp_path: Path, *arguments: str) -> Iterator[int]:
         yield proxy.port
 
 
-def race(port: int, gap: float, bursts: int) -> dict[str, object]:
+def race(port: int, gap: float, bursts: int) -> RaceResult:
     """The race client, run as the suite runs it; its report."""
     command = [sys.executable, str(deployment.IDLE_RACE), "--port", str(port), "--gap", f"{gap:g}",
                "--connections", "40", "--bursts", str(bursts), "--window-ms", "20", "--step-ms", "2",
                "--method", "POST"]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert completed.returncode == 0, completed.stderr
-    return json.loads(completed.stdout)
+    return RaceResult.from_json(json.loads(completed.stdout), "idle_race.py's report")
 
 
 def test_a_server_timeout_shorter_than_the_proxys_gives_502s_and_a_longer_one_none(tmp_path: Path) -> None:
@@ -66,14 +69,14 @@ def test_a_server_timeout_shorter_than_the_proxys_gives_502s_and_a_longer_one_no
     for attempt in range(RACE_TRIES):
         with hardened_behind_nginx(tmp_path / f"short-{attempt}", "--keep-alive-timeout", f"{SHORT_TIMEOUT:g}") as port:
             report = race(port, SHORT_TIMEOUT, bursts=25)
-        bad_gateway = report["statuses"].get("502", 0)
+        bad_gateway = report.answers(502)
         if bad_gateway:
             break
     assert bad_gateway >= 1, f"no 502 in {RACE_TRIES} runs of 25 bursts: {report}"
     with hardened_behind_nginx(tmp_path / "fix", "--keep-alive-timeout", "65") as port:
         fixed = race(port, SHORT_TIMEOUT, bursts=25)
-    assert fixed["statuses"].get("502", 0) == 0 and not fixed["errors"], fixed
-    assert fixed["sent"] == 25 * 40
+    assert fixed.answers(502) == 0 and not fixed.errors, fixed
+    assert fixed.sent == 25 * 40
 
 
 def ask(port: int, answers: list[tuple[float, bytes]], began: float) -> None:
@@ -140,16 +143,33 @@ def test_the_plans_quick_table_may_only_override(tmp_path: Path) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text('[race]\nbursts = 20\n[race.quick]\nburst = 4\n', encoding="utf-8")
     with pytest.raises(deployment.DeploymentPlanError, match="burst"):
-        deployment.read_section("race", quick=True, path=plan)
-    assert deployment.read_section("race", quick=False, path=deployment.PLAN_PATH)["methods"] == ["POST"]
+        deployment.read_section("race", RacePlan, quick=True, path=plan)
+    assert deployment.read_section("race", RacePlan, quick=False, path=deployment.PLAN_PATH).methods == ["POST"]
+    quick = deployment.read_section("overload", OverloadPlan, quick=True, path=deployment.PLAN_PATH)
+    assert quick.multiples == [0.5, 3.0, 0.5] and quick.rates == [80.0, 480.0, 80.0]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("window_ms = 20", "window = 20"), r"\[race\]: unknown key `window` \(did you mean `window_ms`\?\)"),
+    (("timeout_s = 5", "timeout = 5"), r"\[race\]\.target\[1\]: unknown key `timeout` \(did you mean `timeout_s`\?\)"),
+    (("connections = 100", 'connections = "100"'), r"\[race\]\.connections: expected int, found str"),
+    (('proxy = "servers/nginx_upstream_keep_alive.conf"\n', ""), r"\[race\]: missing key `proxy`"),
+])
+def test_a_wrong_key_or_value_in_a_plan_table_is_refused_naming_it(tmp_path: Path, change, message) -> None:
+    plan = tmp_path / "plan.toml"
+    plan.write_text(deployment.PLAN_PATH.read_text(encoding="utf-8").replace(*change, 1), encoding="utf-8")
+    with pytest.raises(deployment.DeploymentPlanError, match=message):
+        deployment.read_section("race", RacePlan, quick=False, path=plan)
 
 
 def test_the_race_table_counts_502s_per_10000() -> None:
-    record = {"settings": {"proxy": PROXY, "connections": 2, "bursts": 1, "window_ms": 20, "step_ms": 2},
-              "mode": "quick", "environment": {"commit": "abc"},
-              "runs": [{"design": "hardened", "label": "defaults", "method": "POST", "arguments": ["--x", "5"],
-                        "result": {"sent": 400, "statuses": {"405": 398, "502": 2}, "errors": {}},
-                        "bad_gateway_per_10k": 50.0}]}
+    committed = json.loads((RESULTS_DIR / "deployment" / "proxy-race.json").read_text(encoding="utf-8"))
+    record = RaceRecord.from_json({**committed, "mode": "quick", "runs": [
+        {"design": "hardened", "label": "defaults", "method": "POST", "arguments": ["--x", "5"],
+         "result": {"sent": 400, "statuses": {"405": 398, "502": 2}, "errors": {}, "by_offset_ms": {},
+                    "duration_s": 1.0}, "bad_gateway_per_10k": 50.0},
+        {"design": "uvicorn", "label": "fix", "method": "POST", "error": "server did not start"}]}, "race")
     table = deployment_tables.race_table(record)
     assert "| 400 | 2 | **50** | 0 |" in table
+    assert "| POST | failed: server did not start |" in table
     assert "Not measured yet" in deployment_tables.race_table(None)

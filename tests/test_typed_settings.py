@@ -14,11 +14,10 @@ import ast
 from harness.model.paths import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "scripts"
-# Records of suites that are not load-tool scenarios keep their own settings as the suite wrote them; those below
-# are read as stored until their suites' settings have typed classes, as the hostile, how-fast and instruction
-# counts' have (model/suite_settings.py). Each entry must still need its exception (the last test).
-OTHER_SUITES_RECORDS = {
-}
+# Renderers that may still read a record's settings by a string key, each with why. None now: every suite's
+# settings have typed classes (model/suite_settings.py, model/deployment_plan.py, the records' own). An entry added
+# here must still need its exception (the last test).
+OTHER_SUITES_RECORDS: dict[str, str] = {}
 
 
 def names_settings(node: ast.expr) -> bool:

@@ -27,14 +27,26 @@ import json
 import sys
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from harness.clients.tools import require_tool
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue
+from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_json_atomic
+from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records.common import Environment
+from harness.model.records.deployment import (
+    DeploymentScenario,
+    OverloadCell,
+    OverloadRecord,
+    OverloadRun,
+    RaceRecord,
+    RaceResult,
+    RaceRun,
+)
+from harness.model.records.typed import RecordShapeError, Typed
 from harness.model.settings import ScenarioSettings
 from harness.system import launcher, ports, processes
 from harness.system.environment import describe_machine, utc_now
@@ -43,6 +55,7 @@ PLAN_PATH = CATALOGUE_DIR / "17-deployment.toml"
 IDLE_RACE = REPO_ROOT / "scripts" / "harness" / "clients" / "idle_race.py"
 PER = 10_000  # 502s are counted per this many requests
 RECORD_DIR = RESULTS_DIR / "deployment"  # beside, not among, the scenario records of results/
+PlanT = TypeVar("PlanT", RacePlan, OverloadPlan)
 
 
 class DeploymentPlanError(ValueError):
@@ -59,8 +72,9 @@ class Target:
     source: str = ""
 
 
-def read_section(name: str, quick: bool, path: Path = PLAN_PATH) -> dict[str, Any]:
-    """One table of the plan, with its `quick` overrides applied when asked."""
+def read_section(name: str, kind: type[PlanT], quick: bool, path: Path = PLAN_PATH) -> PlanT:
+    """One table of the plan, typed, with its `quick` overrides applied when asked; DeploymentPlanError naming the
+    file and the key for a key the table's class does not know, a value of the wrong type, or a missing setting."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
@@ -72,27 +86,29 @@ def read_section(name: str, quick: bool, path: Path = PLAN_PATH) -> dict[str, An
     unknown = sorted(set(overrides) - set(section))
     if unknown:
         raise DeploymentPlanError(f"{path}: [{name}.quick] sets {', '.join(unknown)}, which [{name}] does not have")
-    return {**section, **overrides} if quick else section
+    try:
+        return kind.from_json({**section, **overrides} if quick else section, f"{path} [{name}]")
+    except RecordShapeError as error:
+        raise DeploymentPlanError(str(error)) from error
 
 
-def race_targets(section: dict[str, Any], catalogue: Catalogue) -> list[Target]:
+def race_targets(plan: RacePlan, catalogue: Catalogue) -> list[Target]:
     """Every server's runs: each method at its defaults, then POST with the fix."""
     targets = []
-    for entry in section.get("target", []):
-        catalogue.design(entry["design"])  # unknown: UnknownNameError, exit 2
-        common = {"design": entry["design"], "timeout_s": float(entry["timeout_s"]), "source": entry.get("source", "")}
-        targets += [Target(arguments=entry["defaults"], label="defaults", method=method, **common)
-                    for method in entry.get("methods", section["methods"])]
-        targets.append(Target(arguments=entry["fix"], label="fix", method="POST", **common))
+    for entry in plan.target:
+        catalogue.design(entry.design)  # unknown: UnknownNameError, exit 2
+        common = {"design": entry.design, "timeout_s": float(entry.timeout_s), "source": entry.source}
+        targets += [Target(arguments=entry.defaults, label="defaults", method=method, **common)
+                    for method in (plan.methods if entry.methods is None else entry.methods)]
+        targets.append(Target(arguments=entry.fix, label="fix", method="POST", **common))
     return targets
 
 
-def race_command(port: int, target: Target, section: dict[str, Any]) -> list[str]:
+def race_command(port: int, target: Target, plan: RacePlan) -> list[str]:
     """The race's load: bursts over many connections, each gap the server's timeout plus a stepped offset."""
     return [sys.executable, str(IDLE_RACE), "--port", str(port), "--gap", f"{target.timeout_s:g}",
-            "--connections", str(section["connections"]), "--bursts", str(section["bursts"]),
-            "--window-ms", f"{section['window_ms']:g}", "--step-ms", f"{section['step_ms']:g}",
-            "--method", target.method]
+            "--connections", str(plan.connections), "--bursts", str(plan.bursts),
+            "--window-ms", f"{plan.window_ms:g}", "--step-ms", f"{plan.step_ms:g}", "--method", target.method]
 
 
 @contextlib.contextmanager
@@ -106,126 +122,122 @@ def proxied(catalogue: Catalogue, target: Target, delay: float, log_dir: Path, p
         yield server, front
 
 
-def race_run(catalogue: Catalogue, target: Target, section: dict[str, Any], log_dir: Path,
-             pinning: dict[str, str | None]) -> dict[str, Any]:
+def race_run(catalogue: Catalogue, target: Target, plan: RacePlan, log_dir: Path,
+             pinning: dict[str, str | None]) -> RaceRun:
     """One run of the race: the design behind nginx, the bursts, every answer counted."""
-    run: dict[str, Any] = {"design": target.design, "label": target.label, "method": target.method,
-                           "arguments": target.arguments, "timeout_s": target.timeout_s, "source": target.source}
-    with proxied(catalogue, target, 0.0, log_dir, section["proxy"], pinning["server"]) as (server, proxy):
+    with proxied(catalogue, target, 0.0, log_dir, plan.proxy, pinning["server"]) as (server, proxy):
         assert proxy is not None
-        command = race_command(proxy.port, target, section)
-        run.update(server_command=server.command, proxy_command=proxy.command,
-                   load_command=processes.pinned(command, pinning["load"]))
-        print(f"  server: {' '.join(server.command)}\n  load:   {' '.join(run['load_command'])}", flush=True)
-        timeout = (section["bursts"] + 1) * (target.timeout_s + 12) + 60
+        command = race_command(proxy.port, target, plan)
+        load_command = processes.pinned(command, pinning["load"])
+        print(f"  server: {' '.join(server.command)}\n  load:   {' '.join(load_command)}", flush=True)
+        timeout = (plan.bursts + 1) * (target.timeout_s + 12) + 60
         completed = processes.run_tool(command, timeout=timeout, cpu=pinning["load"], cwd=REPO_ROOT)
-        run["server_alive"] = server.alive()
-    run["exit_code"] = server.exit_code
+        server_alive = server.alive()
+    run = RaceRun(design=target.design, label=target.label, method=target.method, arguments=target.arguments,
+                  timeout_s=target.timeout_s, source=target.source, server_command=server.command,
+                  proxy_command=proxy.command, load_command=load_command, server_alive=server_alive,
+                  exit_code=server.exit_code)
     try:
-        result = json.loads(completed.stdout)
-    except json.JSONDecodeError:
-        run["error"] = f"the race client printed no report: {completed.stderr.strip()[-400:]}"
-        return run
-    run["result"] = result
-    bad_gateway = result["statuses"].get("502", 0)
-    run["bad_gateway_per_10k"] = round(bad_gateway * PER / result["sent"], 1) if result["sent"] else None
-    print(f"  {bad_gateway} of {result['sent']} got 502 ({run['bad_gateway_per_10k']} per {PER:,})", flush=True)
-    return run
+        result = RaceResult.from_json(json.loads(completed.stdout), "idle_race.py's report")
+    except (json.JSONDecodeError, RecordShapeError) as error:
+        reason = completed.stderr.strip()[-400:] or str(error)
+        return replace(run, error=f"the race client printed no report: {reason}")
+    bad_gateway = result.statuses.get("502", 0)
+    per_10k = round(bad_gateway * PER / result.sent, 1) if result.sent else None
+    print(f"  {bad_gateway} of {result.sent} got 502 ({per_10k} per {PER:,})", flush=True)
+    return replace(run, result=result, bad_gateway_per_10k=per_10k)
 
 
 def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
              out_dir: Path | None) -> tuple[Path, int]:
     """Every race target (or the named designs'); write results/proxy-race.json; return it and the problems."""
-    section = read_section("race", quick)
-    targets = [t for t in race_targets(section, catalogue) if not design_names or t.design in design_names]
+    plan = read_section("race", RacePlan, quick)
+    targets = [t for t in race_targets(plan, catalogue) if not design_names or t.design in design_names]
     pinning = processes.cpu_pinning()
     started, runs, problems = utc_now(), [], 0
     for target in targets:
-        print(f"{section['id']}: {target.design} {target.label} {target.method}", flush=True)
-        log_dir = launcher.LOG_DIR / section["id"] / f"{target.design}-{target.label}-{target.method}"
+        print(f"{plan.id}: {target.design} {target.label} {target.method}", flush=True)
+        log_dir = launcher.LOG_DIR / plan.id / f"{target.design}-{target.label}-{target.method}"
         try:
-            run = race_run(catalogue, target, section, log_dir, pinning)
+            run = race_run(catalogue, target, plan, log_dir, pinning)
         except processes.ServerStartError as error:  # recorded; the next target still runs
-            run = {"design": target.design, "label": target.label, "method": target.method, "error": str(error)}
-        problems += bool(run.get("error")) or not run.get("server_alive", False)
+            run = RaceRun(design=target.design, label=target.label, method=target.method, error=str(error))
+        problems += bool(run.error) or not run.server_alive
         runs.append(run)
-    settings = {key: value for key, value in section.items() if key != "target"}
-    record = {"schema": SCHEMA_VERSION, "kind": "proxy-race", "scenario": {"id": section["id"], "title": section["title"]},
-              "mode": "quick" if quick else "full", "settings": settings,
-              "environment": describe_machine(pinning, {"nginx": nginx_version()}),
-              "started_utc": started, "finished_utc": utc_now(), "runs": runs}
-    return write_record(record, section["id"], quick or bool(design_names), out_dir), problems
+    record = RaceRecord(schema=SCHEMA_VERSION, kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
+                        mode="quick" if quick else "full", settings=plan.settings(),
+                        environment=Environment.from_json(describe_machine(pinning, {"nginx": nginx_version()}),
+                                                          "environment"),
+                        started_utc=started, finished_utc=utc_now(), runs=runs)
+    return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
 
 
-def overload_targets(section: dict[str, Any], catalogue: Catalogue) -> list[Target]:
+def overload_targets(plan: OverloadPlan, catalogue: Catalogue) -> list[Target]:
     """The servers past capacity, each with the arguments that set its admission control."""
     targets = []
-    for entry in section.get("target", []):
-        catalogue.design(entry["design"])
-        targets.append(Target(design=entry["design"], arguments=entry["arguments"], label=entry["admission"]))
+    for entry in plan.target:
+        catalogue.design(entry.design)
+        targets.append(Target(design=entry.design, arguments=entry.arguments, label=entry.admission))
     return targets
 
 
-def overload_rates(section: dict[str, Any]) -> list[float]:
-    return [round(section["capacity"] * multiple, 3) for multiple in section["multiples"]]
-
-
-def overload_run(catalogue: Catalogue, target: Target, section: dict[str, Any], log_dir: Path,
-                 pinning: dict[str, str | None], rates: list[float], delay: float) -> dict[str, Any]:
+def overload_run(catalogue: Catalogue, target: Target, plan: OverloadPlan, log_dir: Path,
+                 pinning: dict[str, str | None], rates: list[float], delay: float) -> OverloadRun:
     """One server through every rate in turn (the same process: does it recover when the load drops?)."""
     tool = require_tool("vegeta")
-    run: dict[str, Any] = {"design": target.design, "arguments": target.arguments, "admission": target.label,
-                           "cells": []}
+    cells: list[OverloadCell] = []
+    error = None
     with proxied(catalogue, target, delay, log_dir, None, pinning["server"]) as (server, _):
-        run["server_command"] = server.command
         url = f"http://{server.host}:{server.port}/"
         for index, rate in enumerate(rates):
-            settings = ScenarioSettings.for_tool(section["schedule_seconds"], section["max_in_flight"], rate=rate,
-                                                 schedule_seconds=section["schedule_seconds"], timeout=section["timeout"])
+            settings = ScenarioSettings.for_tool(plan.schedule_seconds, plan.max_in_flight, rate=rate,
+                                                 schedule_seconds=plan.schedule_seconds, timeout=plan.timeout)
             workdir = log_dir / f"{index}-rate{rate:g}"
-            print(f"  rate {rate:g}/s: {' '.join(tool.command(url, section['max_in_flight'], settings, workdir))}",
+            print(f"  rate {rate:g}/s: {' '.join(tool.command(url, plan.max_in_flight, settings, workdir))}",
                   flush=True)
-            cell = tool.run(url, section["max_in_flight"], settings, workdir, pinning["load"])
-            cell.update(multiple=section["multiples"][index] if index < len(section["multiples"]) else None,
-                        load_command=processes.pinned(cell["command"], pinning["load"]))
-            run["cells"].append(cell)
+            cell = OverloadCell.from_json(tool.run(url, plan.max_in_flight, settings, workdir, pinning["load"]),
+                                          f"vegeta's run of {target.design} at {rate:g}/s")
+            cells.append(replace(cell, multiple=plan.multiples[index] if index < len(plan.multiples) else None,
+                                 load_command=processes.pinned(cell.command, pinning["load"])))
             if not server.alive():
-                run["error"] = f"the server died at {rate:g} requests/s: {server.stderr_tail()[-400:]}"
+                error = f"the server died at {rate:g} requests/s: {server.stderr_tail()[-400:]}"
                 break
-        run["server_alive"] = server.alive()
-    run["exit_code"] = server.exit_code
-    return run
+        server_alive = server.alive()
+    return OverloadRun(design=target.design, arguments=target.arguments, admission=target.label, cells=cells,
+                       server_command=server.command, error=error, server_alive=server_alive,
+                       exit_code=server.exit_code)
 
 
 def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
                  out_dir: Path | None) -> tuple[Path, int]:
     """nginx at the top rate (the tool's ceiling), then every target through the rates; write results/overload.json."""
-    section = read_section("overload", quick)
-    rates = overload_rates(section)
-    targets = [t for t in overload_targets(section, catalogue) if not design_names or t.design in design_names]
+    plan = read_section("overload", OverloadPlan, quick)
+    rates = plan.rates
+    targets = [t for t in overload_targets(plan, catalogue) if not design_names or t.design in design_names]
     pinning = processes.cpu_pinning()
     started, problems = utc_now(), 0
-    ceiling_target = Target(design=section["ceiling"], arguments=[], label="the tool's ceiling")
-    print(f"{section['id']}: ceiling {ceiling_target.design} at {max(rates):g}/s", flush=True)
-    ceiling = overload_run(catalogue, ceiling_target, section, launcher.LOG_DIR / section["id"] / "ceiling",
+    ceiling_target = Target(design=plan.ceiling, arguments=[], label="the tool's ceiling")
+    print(f"{plan.id}: ceiling {ceiling_target.design} at {max(rates):g}/s", flush=True)
+    ceiling = overload_run(catalogue, ceiling_target, plan, launcher.LOG_DIR / plan.id / "ceiling",
                            pinning, [max(rates)], 0.0)
     runs = []
     for index, target in enumerate(targets):
-        print(f"{section['id']}: {target.design} {' '.join(target.arguments)}", flush=True)
-        log_dir = launcher.LOG_DIR / section["id"] / f"{index}-{target.design}"
+        print(f"{plan.id}: {target.design} {' '.join(target.arguments)}", flush=True)
+        log_dir = launcher.LOG_DIR / plan.id / f"{index}-{target.design}"
         try:
-            run = overload_run(catalogue, target, section, log_dir, pinning, rates, section["delay"])
+            run = overload_run(catalogue, target, plan, log_dir, pinning, rates, plan.delay)
         except processes.ServerStartError as error:
-            run = {"design": target.design, "arguments": target.arguments, "admission": target.label,
-                   "error": str(error), "cells": []}
-        problems += bool(run.get("error")) or any(cell.get("error") for cell in run["cells"])
+            run = OverloadRun(design=target.design, arguments=target.arguments, admission=target.label, cells=[],
+                              error=str(error))
+        problems += bool(run.error) or any(cell.error for cell in run.cells)
         runs.append(run)
-    settings = {key: value for key, value in section.items() if key != "target"}
-    record = {"schema": SCHEMA_VERSION, "kind": "overload", "scenario": {"id": section["id"], "title": section["title"]},
-              "mode": "quick" if quick else "full", "settings": {**settings, "rates": rates},
-              "environment": describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
-              "started_utc": started, "finished_utc": utc_now(), "ceiling": ceiling, "runs": runs}
-    return write_record(record, section["id"], quick or bool(design_names), out_dir), problems
+    record = OverloadRecord(
+        schema=SCHEMA_VERSION, kind="overload", scenario=DeploymentScenario(id=plan.id, title=plan.title),
+        mode="quick" if quick else "full", settings=plan.settings(),
+        environment=Environment.from_json(describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
+                                          "environment"),
+        started_utc=started, finished_utc=utc_now(), ceiling=ceiling, runs=runs)
+    return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
 
 
 def nginx_version() -> str:
@@ -233,10 +245,10 @@ def nginx_version() -> str:
     return answer.stderr.strip().removeprefix("nginx version: ") or "nginx (version unknown)"
 
 
-def write_record(record: dict[str, Any], record_id: str, partial: bool, out_dir: Path | None) -> Path:
+def write_record(record: Typed, record_id: str, partial: bool, out_dir: Path | None) -> Path:
     """results/deployment/<id>.json for a complete full run, build/results/ otherwise (or --out)."""
     path = (out_dir or (SCRATCH_RESULTS_DIR if partial else RECORD_DIR)) / f"{record_id}.json"
-    write_json_atomic(path, record)
+    write_record_atomic(path, record)
     return path
 
 

@@ -29,6 +29,10 @@ class RaceResult(Typed):
     by_offset_ms: dict[str, dict[str, int]]  # the gap's offset from the timeout (ms) -> status -> answers
     duration_s: float
 
+    def answers(self, status: int) -> int:
+        """How many requests got this status."""
+        return self.statuses.get(str(status), 0)
+
 
 class RaceRun(Typed):
     """One server, one setting (its default timeout, or the fix), one method: behind nginx, the bursts, the 502s.
@@ -76,7 +80,6 @@ class OverloadCell(Typed):
     concurrency: int  # vegeta's -max-workers
     keep_alive: bool
     exit_code: int | None
-    error: str | None = None
     requests_sent: int | None = optional()
     complete: int | None = optional()
     failed: int | None = optional()  # no answer: refused, reset or past the timeout
@@ -89,8 +92,13 @@ class OverloadCell(Typed):
     latency_ms_2xx: Latency | None = optional()
     late_ms: Latency | None = optional()  # how late vegeta sent its requests against the schedule (p50, p99)
     rate: float | None = optional()
+    error: str | None = None
     multiple: float | None = optional()  # of the capacity
     load_command: list[str] | None = optional()  # the command as run, pinned
+
+    def answers(self, status: int) -> int:
+        """How many requests got this status."""
+        return (self.status_counts or {}).get(str(status), 0)
 
 
 class OverloadRun(Typed):

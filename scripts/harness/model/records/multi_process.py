@@ -123,6 +123,7 @@ class Failure(Typed):
 class RestartRun(Typed):
     """One run of a target: the load, the restarts, every failed request, and the timeline folded into bins."""
 
+    repetition: int = 0  # records of one run per target lack it
     server_command: list[str]
     load_command: list[str]
     restarts: list[RestartMoment]
@@ -132,7 +133,6 @@ class RestartRun(Typed):
     alive_at_end: bool
     exit_code: int | None
     stderr_tail: str
-    repetition: int = 0  # records of one run per target lack it
 
 
 class RestartTarget(Typed):
@@ -227,12 +227,12 @@ class InFlightRun(Typed):
     repetition: int
     probe_command: list[str]
     server_command: list[str]
-    alive_at_end: bool
-    exit_code: int | None
-    stderr_tail: str
     signal_lag_s: float | None = optional()  # from the probe's line to the signal; absent when it never came
     report: ProbeReport | None = optional()
     error: str | None = optional()  # why the run has no report
+    alive_at_end: bool
+    exit_code: int | None
+    stderr_tail: str
 
 
 class InFlightTarget(Typed):
