@@ -17,7 +17,7 @@ import pytest
 
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records import load_records
+from harness.model.records import load_scenario_records
 from harness.model.records.conformance import Answer
 from harness.render.cells import cells_by_level, format_rate, summarise_cell
 from harness.render.predict import QUESTIONS, predict_files
@@ -35,7 +35,7 @@ CODE_PATTERNS = {
 
 
 def test_every_question_quotes_its_records_median_and_sits_before_the_results() -> None:
-    records = load_records()
+    records = load_scenario_records()
     files = predict_files(records, Path("/generated"))
     assert len(files) >= 20, "most design pages should ask a question"
     designs = load_catalogue().designs
@@ -43,8 +43,9 @@ def test_every_question_quotes_its_records_median_and_sits_before_the_results() 
         name = path.stem
         scenario = re.search(r"from results/([\w.-]+)\.json", text).group(1)
         clients = dict(QUESTIONS)[scenario]
-        design = next(design for design in records[scenario]["designs"] if design["name"] == name)
-        median = summarise_cell(cells_by_level(design["runs"])[clients])["rate"]["median"]
+        design = records[scenario].design(name)
+        assert design is not None, name
+        median = summarise_cell(cells_by_level(design.runs)[clients])["rate"]["median"]
         assert f"**Measured: {format_rate(median)} requests a second**" in text, name
         assert text.count("??? question") == 1 and "How many requests a second?" in text, name
         page = (DOCS / designs[name].page).read_text(encoding="utf-8")
