@@ -28,8 +28,8 @@ Phases:
 `--phase NAME` measures only the phases named; the record is then `streaming-NAME.json` (names joined
 by "-"), so that a partial run never replaces the whole record.
 
-The record (results/streaming.json, `"suite": "streaming"`) is written in one atomic write; a
-design that fails to start or to answer is recorded as failed and the others go on (exit 1).
+The record (results/streaming.json, `"suite": "streaming"`, model/records/streaming_record.py) is written in one
+atomic write; a design that fails to start or to answer is recorded as failed and the others go on (exit 1).
 Exit codes: 0 every design measured; 1 one or more failed; 2 bad input.
 """
 
