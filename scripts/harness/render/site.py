@@ -22,7 +22,6 @@ import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -404,18 +403,6 @@ def format_duration(seconds: float) -> str:
     return f"{minutes} min {seconds:02d} s" if minutes else f"{seconds} s"
 
 
-def wall_seconds(record: ScenarioRecord) -> float:
-    """How long a scenario's run took, from the record's UTC start and end."""
-    started, finished = (datetime.fromisoformat(moment.replace("Z", "+00:00"))
-                         for moment in (record.started_utc, record.finished_utc))
-    return (finished - started).total_seconds()
-
-
-def load_seconds(record: ScenarioRecord) -> float:
-    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
-    return sum(run.duration_s or 0.0 for outcome in record.outcomes() for run in outcome.runs)
-
-
 def environment_table(records: dict[str, ScenarioRecord]) -> str:
     """One row per results file: where and how its numbers were made, and how long that took."""
     lines = ["| Scenario | Run | Machine | Pinning | Kernel / Python | Tools | Commit | Measured (UTC) | Took "
@@ -432,9 +419,9 @@ def environment_table(records: dict[str, ScenarioRecord]) -> str:
             f"{environment.cpu_count} CPUs, {environment.memory_gib} GiB, {environment.runner} | {pinned} | "
             f"{environment.kernel} / {environment.python} | {', '.join(environment.tools.values())} | "
             f"`{environment.commit[:10]}`{dirty} | {record.started_utc} – {record.finished_utc[11:]} | "
-            f"{format_duration(wall_seconds(record))} | {format_duration(load_seconds(record))} |")
-    total = sum(wall_seconds(record) for record in records.values())
-    under_load = sum(load_seconds(record) for record in records.values())
+            f"{format_duration(record.wall_seconds())} | {format_duration(record.load_seconds())} |")
+    total = sum(record.wall_seconds() for record in records.values())
+    under_load = sum(record.load_seconds() for record in records.values())
     lines.append("")
     lines.append(f"Measuring every scenario above took {format_duration(total)} in all (the sum of their run times). "
                  f"A load tool was running for {format_duration(under_load)} of it (the sum of every cell's measured "
@@ -571,7 +558,7 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
 def multi_process_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The many-cores and zero-downtime pages' tables and plots (results/multi-process/ and the scaling records)."""
     return multi_process_tables.multi_process_files(inputs.generated_dir, inputs.plots_dir, inputs.results_dir,
-                                                    inputs.records)
+                                                    inputs.scenario_records)
 
 
 def python_versions_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -620,7 +607,7 @@ def timeline_player_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 def deployment_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The deployment page: the idle-timeout race, past capacity, vegeta beside our client (results/deployment/)."""
-    return deployment_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, inputs.records)
+    return deployment_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir, inputs.scenario_records)
 
 
 def sizing_page_files(inputs: RenderInput) -> dict[Path, str]:

@@ -49,16 +49,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def wall_seconds(record: dict[str, Any]) -> float:
-    """How long a scenario's run took, from the record's UTC start and end."""
+    """How long a scenario's run took, from the record's UTC start and end (ScenarioRecord.wall_seconds, for the
+    plan's past speed, which reads the record as it is, whatever its shape)."""
     started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
                          for key in ("started_utc", "finished_utc"))
     return (finished - started).total_seconds()
-
-
-def load_seconds(record: dict[str, Any]) -> float:
-    """How long a load tool was running during a scenario: the sum of every cell's measured duration."""
-    outcomes = record["designs"] + ([record["ceiling"]] if record.get("ceiling") else [])
-    return sum(run.get("duration_s") or 0.0 for outcome in outcomes for run in outcome["runs"])
 
 
 def record_settings(record: dict[str, Any]) -> ScenarioSettings:

@@ -3,6 +3,7 @@ design's runs. The shape every load scenario shares; the other suites' records h
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
@@ -222,3 +223,13 @@ class ScenarioRecord(Typed):
 
     def design(self, name: str) -> Outcome | None:
         return next((outcome for outcome in self.designs if outcome.name == name), None)
+
+    def wall_seconds(self) -> float:
+        """How long the scenario's run took, from its UTC start and end."""
+        started, finished = (datetime.fromisoformat(moment.replace("Z", "+00:00"))
+                             for moment in (self.started_utc, self.finished_utc))
+        return (finished - started).total_seconds()
+
+    def load_seconds(self) -> float:
+        """How long a load tool was running during the scenario: the sum of every cell's measured duration."""
+        return sum(run.duration_s or 0.0 for outcome in self.outcomes() for run in outcome.runs)
