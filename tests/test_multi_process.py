@@ -10,6 +10,7 @@ import pytest
 from harness.model.catalogue import UnknownNameError
 from harness.model.records import RESULTS_DIR
 from harness.model.records.multi_process import BalanceRecord, Bin, RestartRecord, RestartTarget
+from harness.model.records.scenario import ScenarioRecord
 from harness.render import multi_process_tables
 from harness.suites import balance, restart
 
@@ -152,8 +153,8 @@ def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
     one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
     two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
     one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
-    files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path,
-                                                     {"scaling-cpu-one-cpu": one, "scaling-cpu-two-cpus": two})
+    files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path, {
+        "scaling-cpu-one-cpu": ScenarioRecord.from_json(one), "scaling-cpu-two-cpus": ScenarioRecord.from_json(two)})
     table = files[tmp_path / "generated" / "scaling-cpu.md"]
     row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
     assert row.endswith("| **1.80** |")  # the fixture's second record is 1.8 times the first for this design
@@ -171,7 +172,7 @@ def test_a_scaling_cell_whose_runs_disagree_is_flagged(tmp_path) -> None:
     for run in runs:
         run["requests_per_second"] = 100.0
     runs[0]["requests_per_second"], runs[-1]["requests_per_second"] = 80.0, 120.0  # range 40% of the median
-    table = multi_process_tables.scaling_table(one, two)
+    table = multi_process_tables.scaling_table(ScenarioRecord.from_json(one), ScenarioRecord.from_json(two))
     row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
     assert "| 100.0 ⚠ 40% |" in row
     other = next(line for line in table.splitlines() if line.startswith("| [process-pool](/designs/"))

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from harness.model.records import record_settings
 from harness.model.records.deployment import OverloadRecord, OverloadRun, RaceRecord
 from harness.model.records.hostile import CaseResult, HostileRecord
+from harness.model.records.scenario import ScenarioRecord
 from harness.model.records.typed import Typed
 from harness.render.cells import cells_by_level, summarise_cell
 from harness.render.presentation import design_link, wide_table
@@ -270,32 +270,33 @@ def held_table(record: HostileRecord | None) -> str:
     return wide_table("\n".join(rows)) + note
 
 
-def cross_check_table(ours: dict[str, Any] | None, vegeta: dict[str, Any] | None) -> str:
+def cross_check_table(ours: ScenarioRecord | None, vegeta: ScenarioRecord | None) -> str:
     """Our open-loop client and vegeta on the same designs and rates: requests/s, p50, p99."""
     if ours is None or vegeta is None:
         return not_measured(f"results/{CROSS_CHECK[1] if ours else CROSS_CHECK[0]}.json",
                             "python scripts/bench.py run --scenario " + (CROSS_CHECK[1] if ours else CROSS_CHECK[0]))
     rows = ["| design | offered/s | req/s (ours / vegeta) | p50 ms (ours / vegeta) | p99 ms (ours / vegeta) |",
             "|---|--:|--:|--:|--:|"]
-    theirs = {design["name"]: design for design in vegeta["designs"]}
-    for design in ours["designs"]:
-        if design["name"] not in theirs:
+    theirs = {design.name: design for design in vegeta.designs}
+    for design in ours.designs:
+        if design.name not in theirs:
             continue
-        mine, other = cells_by_level(design["runs"], "rate"), cells_by_level(theirs[design["name"]]["runs"], "rate")
+        mine, other = cells_by_level(design.runs, "rate"), cells_by_level(theirs[design.name].runs, "rate")
         for rate in sorted(set(mine) & set(other)):
-            a, b = summarise_cell(mine[rate]), summarise_cell(other[rate])
-            rows.append(f"| {design_link(design['name'])} | {rate:g} | {a['rate']['median']:,.0f} / "
+            a, b = summarise_cell(mine[rate]), summarise_cell(other[rate])  # render/cells.py's summaries
+            rows.append(f"| {design_link(design.name)} | {rate:g} | {a['rate']['median']:,.0f} / "
                         f"{b['rate']['median']:,.0f} | {ms(a['latency'].get('p50'))} / {ms(b['latency'].get('p50'))} "
                         f"| {ms(a['latency'].get('p99'))} / {ms(b['latency'].get('p99'))} |")
-    late = [run["late_ms"]["p99"] for design in vegeta["designs"] for run in design["runs"] if run.get("late_ms")]
-    ours_settings, vegeta_settings = record_settings(ours), record_settings(vegeta)
+    late = [run.late_ms.p99 for design in vegeta.designs for run in design.runs
+            if run.late_ms is not None and run.late_ms.p99 is not None]
+    ours_settings, vegeta_settings = ours.settings, vegeta.settings
     note = (f"\nMedians over each record's runs ({ours_settings.repeat} with our client, "
             f"{vegeta_settings.repeat} with vegeta), {ours_settings.schedule_seconds:g} s per rate, a new "
             f"connection per request in both; ours measures latency from each request's scheduled start, vegeta "
             f"from when it sent it (at most {max(late) if late else 0:g} ms late, p99, in any run). Commits "
-            f"`{str(ours['environment'].get('commit', '?'))[:10]}` (`results/{CROSS_CHECK[0]}.json`, "
-            f"{ours['started_utc'][:10]}) and `{str(vegeta['environment'].get('commit', '?'))[:10]}` "
-            f"(`results/{CROSS_CHECK[1]}.json`, {vegeta['started_utc'][:10]}).\n")
+            f"`{ours.environment.commit[:10]}` (`results/{CROSS_CHECK[0]}.json`, "
+            f"{ours.started_utc[:10]}) and `{vegeta.environment.commit[:10]}` "
+            f"(`results/{CROSS_CHECK[1]}.json`, {vegeta.started_utc[:10]}).\n")
     return wide_table("\n".join(rows)) + note
 
 
@@ -311,7 +312,7 @@ def recovered(run: OverloadRun) -> bool | None:
 
 
 def deployment_files(results_dir: Path, generated_dir: Path, plots_dir: Path,
-                     records: dict[str, dict[str, Any]]) -> dict[Path, str]:
+                     records: dict[str, ScenarioRecord]) -> dict[Path, str]:
     """Every generated file of the deployment page."""
     race = read_record(results_dir / "deployment" / f"{RACE_ID}.json", RaceRecord)
     overload = read_record(results_dir / "deployment" / f"{OVERLOAD_ID}.json", OverloadRecord)

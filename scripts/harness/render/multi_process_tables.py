@@ -14,9 +14,8 @@ import json
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
-from harness.model.records import MULTI_PROCESS_DIR_NAME, RESULTS_DIR, SCHEMA_VERSION, record_settings
+from harness.model.records import MULTI_PROCESS_DIR_NAME, RESULTS_DIR, SCHEMA_VERSION
 from harness.model.records.multi_process import (
     MULTI_PROCESS_KINDS,
     Answer,
@@ -27,6 +26,7 @@ from harness.model.records.multi_process import (
     RestartRun,
     RestartTarget,
 )
+from harness.model.records.scenario import ScenarioRecord
 from harness.render.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians, spread_warning
 from harness.render.presentation import design_link, wide_table
 
@@ -268,10 +268,10 @@ def flagged_median(rate: dict[str, float]) -> str:
     return f"{format_rate(rate['median'])}{spread_warning(rate, word='')}"
 
 
-def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
+def scaling_table(one: ScenarioRecord, two: ScenarioRecord) -> str:
     """Each design's median requests/s on one CPU and on two, and the ratio: how much a second core bought."""
     on_one, on_two = rate_cells(one), rate_cells(two)
-    titles = {design["name"]: design["title"] for design in two["designs"]}
+    titles = {design.name: design.title for design in two.designs}
     lines = ["| design | req/s, server on 1 CPU | on 2 CPUs (one shared with the load tool) | 2 CPUs / 1 CPU |",
              "|---|--:|--:|--:|"]
     for key, alone in on_one.items():
@@ -279,15 +279,15 @@ def scaling_table(one: dict[str, Any], two: dict[str, Any]) -> str:
             both = on_two[key]
             lines.append(f"| {design_link(key[0], titles.get(key[0]))} | {flagged_median(alone)} | "
                          f"{flagged_median(both)} | **{both['median'] / alone['median']:.2f}** |")
-    pinning_two = two["environment"]["pinning"]
-    lines += ["", f"*Medians of {record_settings(one).repeat} runs each (⚠: their range was over "
-              f"{SPREAD_FLAG:.0%} of the median), from `results/{one['scenario']['id']}.json` and "
-              f"`results/{two['scenario']['id']}.json`. On two CPUs the server may use CPUs {pinning_two['server_cpu']} "
-              f"and the load tool runs on CPU {pinning_two['load_tool_cpu']}, so the ceiling is below 2.*"]
+    pinning_two = two.environment.pinning
+    lines += ["", f"*Medians of {one.settings.repeat} runs each (⚠: their range was over "
+              f"{SPREAD_FLAG:.0%} of the median), from `results/{one.id}.json` and "
+              f"`results/{two.id}.json`. On two CPUs the server may use CPUs {pinning_two.server_cpu} "
+              f"and the load tool runs on CPU {pinning_two.load_tool_cpu}, so the ceiling is below 2.*"]
     return "\n".join(lines) + "\n"
 
 
-def scaling_plot(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str:
+def scaling_plot(pairs: dict[str, tuple[ScenarioRecord, ScenarioRecord]]) -> str:
     """One panel per workload: each design's median req/s on one CPU and on two, side by side."""
     from harness.render import plots  # matplotlib is slow to import: only rendering needs it
     plt = plots.plt
@@ -312,7 +312,7 @@ def scaling_plot(pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> str
 
 
 def multi_process_files(generated_dir: Path, plot_dir: Path, results_dir: Path = RESULTS_DIR,
-                        scenario_records: dict[str, dict[str, Any]] | None = None) -> dict[Path, str]:
+                        scenario_records: dict[str, ScenarioRecord] | None = None) -> dict[Path, str]:
     """The generated table files and plots of every record in results/multi-process/, and the scaling pairs."""
     files: dict[Path, str] = {}
     pairs = {}
