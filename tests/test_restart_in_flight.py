@@ -51,7 +51,8 @@ def test_the_committed_in_flight_plan_loads_and_names_known_designs() -> None:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (("long = 1", "lng = 1"), "unknown key(s) lng"),
+    (("long = 1", "lng = 1"), "[in_flight]: unknown key `lng` (did you mean `long`?)"),
+    (("next_after = [0.5]", "next_after = 0.5"), "[in_flight].next_after: expected a list"),
     (('signal = "SIGHUP"', 'signal = "SIGHOP"'), "needs a signal name"),
     (("restart_after = 0.3", "restart_after = 2"), "while the long requests"),
 ])

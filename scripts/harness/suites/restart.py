@@ -27,6 +27,8 @@ Known limits: the moments are the harness's, taken on the same CLOCK_MONOTONIC a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
 import json
 import os
 import select
@@ -57,6 +59,7 @@ from harness.model.records.multi_process import (
     InFlightRecord,
     InFlightRun,
     InFlightScenario,
+    InFlightTarget,
     LoadReport,
     ProbeReport,
     RestartMoment,
@@ -66,92 +69,73 @@ from harness.model.records.multi_process import (
     RestartTarget,
     RunError,
 )
-from harness.model.records.multi_process import InFlightTarget as InFlightRow
+from harness.model.records.typed import RecordShapeError
+from harness.model.restart_plan import METHODS, InFlightPlan, InFlightPlanTarget, RestartPlan, RestartPlanTarget
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
 PLAN_PATH = CATALOGUE_DIR / "restart" / "restart.toml"
 HTTP_LOAD = REPO_ROOT / "scripts" / "http_load.py"
 BIN_SECONDS = 0.25
-METHODS = {"signal", "stop-start"}
-_PLAN_KEYS = {"id", "title", "rate", "seconds", "delay", "restarts", "first_restart", "every", "repeat", "quick",
-              "target", "in_flight"}
-_TARGET_KEYS = {"design", "method", "signal", "source"}
+PlanT = TypeVar("PlanT", RestartPlan, InFlightPlan)
 
 
 class RestartPlanError(ValueError):
     """The restart scenario's file is wrong: bad input (exit 2), the message names the file and the key."""
 
 
-@dataclass(frozen=True)
-class Target:
-    design: str
-    method: str
-    signal: str | None
-    source: str
-
-    @property
-    def label(self) -> str:
-        return f"{self.design} ({self.signal})" if self.method == "signal" else f"{self.design} (stop, then start)"
-
-
-@dataclass(frozen=True)
-class Plan:
-    id: str
-    title: str
-    rate: float
-    seconds: float
-    delay: float
-    restarts: int
-    first_restart: float
-    every: float
-    repeat: int = 1  # runs per target, taking turns with the other targets
-    targets: list[Target] = field(default_factory=list)
-
-    def moments(self) -> list[float]:
-        """Seconds into the load at which each restart is started."""
-        return [self.first_restart + index * self.every for index in range(self.restarts)]
-
-
-def _check_keys(path: Path, table: dict[str, Any], known: set[str], quick_known: set[str], where: str) -> None:
-    """RestartPlanError naming every unknown key of a plan's table (and of its [quick] table, when it may have one)."""
-    unknown = sorted(set(table) - known) + sorted(set(table.get("quick", {})) - quick_known)
-    if unknown:
-        raise RestartPlanError(f"{path}: unknown key(s) {', '.join(unknown)}{where}; known: {', '.join(sorted(known))}")
-
-
-def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue | None = None) -> Plan:
-    """Read and check the plan: unknown keys, unknown designs, a method without its signal are errors."""
+def read_plan_table(path: Path, table: dict[str, Any], kind: type[PlanT], quick: bool, where: str) -> PlanT:
+    """A table of the plan read through its class, with its [quick] table's settings applied when asked; an unknown
+    key (in the table, its targets or its [quick] table) or a value of the wrong type is a RestartPlanError."""
+    table = dict(table)
+    overrides = table.pop("quick", {})
+    settable = [item.name for item in dataclasses.fields(kind) if item.name != "target"]
+    for key in overrides:
+        if key not in settable:
+            near = difflib.get_close_matches(key, settable, n=1)
+            raise RestartPlanError(f"{path} {where}: [quick] sets `{key}`, which it cannot"
+                                   + (f" (did you mean `{near[0]}`?)" if near else f"; it can set {', '.join(settable)}"))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        plan = kind.from_json({**table, **overrides} if quick else table, f"{path} {where}")
+    except RecordShapeError as error:
+        raise RestartPlanError(str(error)) from error
+    if plan.repeat < 1:
+        raise RestartPlanError(f"{path} {where}: repeat must be a whole number of runs, at least 1; got {plan.repeat}")
+    return plan
+
+
+def check_design(design: str, catalogue: Catalogue | None) -> None:
+    """UnknownNameError (exit 2) for a design the catalogue does not have."""
+    if catalogue is not None and design not in catalogue.designs:
+        raise UnknownNameError("design", design, sorted(catalogue.designs))
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise RestartPlanError(f"{path}: {error}") from error
-    _check_keys(path, data, _PLAN_KEYS, _PLAN_KEYS - {"quick", "target", "in_flight"}, "")
-    targets = []
-    for entry in data.get("target", []):
-        _check_keys(path, entry, _TARGET_KEYS, set(), " in a [[target]]")
-        if entry.get("method") not in METHODS:
-            raise RestartPlanError(f"{path}: target {entry.get('design')!r}: method must be one of {sorted(METHODS)}")
-        if entry["method"] == "signal" and not hasattr(signal.Signals, str(entry.get("signal"))):
-            raise RestartPlanError(f"{path}: target {entry['design']!r}: method signal needs a signal name, "
-                                   f"got {entry.get('signal')!r}")
-        if catalogue is not None and entry["design"] not in catalogue.designs:
-            raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
-        targets.append(Target(entry["design"], entry["method"], entry.get("signal"), entry.get("source", "")))
-    settings = {**{key: data[key] for key in ("rate", "seconds", "delay", "restarts", "first_restart", "every")},
-                "repeat": data.get("repeat", 1)}
-    if quick:
-        settings.update(data.get("quick", {}))
-    plan = Plan(id=data["id"], title=data["title"], targets=targets, **settings)
-    if not isinstance(plan.repeat, int) or plan.repeat < 1:
-        raise RestartPlanError(f"{path}: repeat must be a whole number of runs, at least 1; got {plan.repeat!r}")
+
+
+def load_plan(path: Path = PLAN_PATH, quick: bool = False, catalogue: Catalogue | None = None) -> RestartPlan:
+    """Read and check the plan: unknown keys, unknown designs, a method without its signal are errors."""
+    data = read_toml(path)
+    data.pop("in_flight", None)  # the second measurement's table: load_in_flight_plan reads it
+    plan = read_plan_table(path, data, RestartPlan, quick, "(the top-level table)")
+    for target in plan.targets:
+        if target.method not in METHODS:
+            raise RestartPlanError(f"{path}: target {target.design!r}: method must be one of {sorted(METHODS)}")
+        if target.method == "signal" and not hasattr(signal.Signals, str(target.signal)):
+            raise RestartPlanError(f"{path}: target {target.design!r}: method signal needs a signal name, "
+                                   f"got {target.signal!r}")
+        check_design(target.design, catalogue)
     if plan.moments() and plan.moments()[-1] >= plan.seconds:
         raise RestartPlanError(f"{path}: the last restart ({plan.moments()[-1]:g} s) is not inside the load "
                                f"({plan.seconds:g} s)")
     return plan
 
 
-def load_command(port: int, plan: Plan, timeline: Path) -> list[str]:
+def load_command(port: int, plan: RestartPlan, timeline: Path) -> list[str]:
     """Our open-loop client: rate x seconds requests on schedule, every one on the timeline."""
     return [sys.executable, str(HTTP_LOAD), f"http://{processes.LOOPBACK}:{port}/", "--rate", f"{plan.rate:g}",
             "--requests", str(round(plan.rate * plan.seconds)), "--timeout", f"{plan.seconds + 30:g}",
@@ -189,7 +173,7 @@ def fold(timeline: list[dict[str, Any]], seconds: float) -> list[Bin]:
     return bins
 
 
-def restart_server(target: Target, stack: contextlib.ExitStack, server: processes.RunningServer,
+def restart_server(target: RestartPlanTarget, stack: contextlib.ExitStack, server: processes.RunningServer,
                    start: Any) -> processes.RunningServer:
     """Restart the way the target says; return the server now running (a new one for stop-start)."""
     if target.method == "signal":
@@ -199,7 +183,7 @@ def restart_server(target: Target, stack: contextlib.ExitStack, server: processe
     return stack.enter_context(start())
 
 
-def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, log_dir: Path,
+def measure_target(catalogue: Catalogue, plan: RestartPlan, target: RestartPlanTarget, port: int, log_dir: Path,
                    pinning: dict[str, str | None], repetition: int = 0) -> RestartRun:
     """One run of a target: start it, load it, restart it at each moment, stop it; one run of its row."""
     design = catalogue.design(target.design)
@@ -240,7 +224,7 @@ def measure_target(catalogue: Catalogue, plan: Plan, target: Target, port: int, 
                       exit_code=server.exit_code, stderr_tail=server.stderr_tail()[-800:])
 
 
-TargetT = TypeVar("TargetT", "Target", "InFlightTarget")
+TargetT = TypeVar("TargetT", RestartPlanTarget, InFlightPlanTarget)
 RunT = TypeVar("RunT", RestartRun, InFlightRun)
 
 
@@ -292,7 +276,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
     started = utc_now()
     log_dir = launcher.LOG_DIR / "restart"
 
-    def measure(target: Target, repetition: int) -> RestartRun:
+    def measure(target: RestartPlanTarget, repetition: int) -> RestartRun:
         run = measure_target(catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition)
         print(f"  {run.report.failed} failed of {run.report.requests}", flush=True)
         return run
@@ -319,63 +303,20 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
 # --- One restart with kept-alive connections idle and long requests in flight (the [in_flight] table) ---
 
 PROBE = REPO_ROOT / "scripts" / "harness" / "clients" / "restart_probe.py"
-_IN_FLIGHT_KEYS = {"id", "title", "delay", "idle", "long", "restart_after", "next_after", "repeat", "quick", "target"}
-_IN_FLIGHT_TARGET_KEYS = {"design", "signal", "arguments", "source"}
-
-
-@dataclass(frozen=True)
-class InFlightTarget:
-    design: str
-    signal: str
-    arguments: list[str]  # added after the design's own command (a later option wins): --workers 2
-    source: str
-
-    @property
-    def label(self) -> str:
-        return " ".join([self.design, *self.arguments, f"({self.signal})"])
-
-
-@dataclass(frozen=True)
-class InFlightPlan:
-    id: str
-    title: str
-    delay: float  # every request's simulated call: the long requests, and the idle connections' first and next
-    idle: int  # kept-alive connections idle at the restart
-    long: int  # requests in flight at the restart
-    restart_after: float  # seconds after the long requests were sent
-    next_after: list[float]  # seconds after the restart, the idle connections' next requests (taken in turn)
-    repeat: int
-    targets: list[InFlightTarget] = field(default_factory=list)
 
 
 def load_in_flight_plan(path: Path = PLAN_PATH, quick: bool = False,
                         catalogue: Catalogue | None = None) -> InFlightPlan:
     """Read and check the [in_flight] table: unknown keys, unknown designs, bad signals are errors naming the file."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8")).get("in_flight")
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise RestartPlanError(f"{path}: {error}") from error
-    if data is None:
+    table = read_toml(path).get("in_flight")  # a TOML table, read through InFlightPlan below
+    if table is None:
         raise RestartPlanError(f"{path}: no [in_flight] table")
-    overrides = data.get("quick", {})
-    _check_keys(path, data, _IN_FLIGHT_KEYS, _IN_FLIGHT_KEYS - {"quick", "target"}, " in [in_flight]")
-    targets = []
-    for entry in data.get("target", []):
-        _check_keys(path, entry, _IN_FLIGHT_TARGET_KEYS, set(), " in an [[in_flight.target]]")
-        if not hasattr(signal.Signals, str(entry.get("signal"))):
-            raise RestartPlanError(f"{path}: in_flight target {entry.get('design')!r} needs a signal name, "
-                                   f"got {entry.get('signal')!r}")
-        if catalogue is not None and entry["design"] not in catalogue.designs:
-            raise UnknownNameError("design", entry["design"], sorted(catalogue.designs))
-        targets.append(InFlightTarget(entry["design"], entry["signal"], list(entry.get("arguments", [])),
-                                      entry.get("source", "")))
-    settings = {**{key: data[key] for key in ("delay", "idle", "long", "restart_after", "next_after")},
-                "repeat": data.get("repeat", 1)}
-    if quick:
-        settings.update({key: value for key, value in overrides.items()})
-    plan = InFlightPlan(id=data["id"], title=data["title"], targets=targets, **settings)
-    if not isinstance(plan.repeat, int) or plan.repeat < 1:
-        raise RestartPlanError(f"{path}: [in_flight] repeat must be a whole number of runs, at least 1")
+    plan = read_plan_table(path, table, InFlightPlan, quick, "[in_flight]")
+    for target in plan.targets:
+        if not hasattr(signal.Signals, target.signal):
+            raise RestartPlanError(f"{path}: in_flight target {target.design!r} needs a signal name, "
+                                   f"got {target.signal!r}")
+        check_design(target.design, catalogue)
     if plan.restart_after >= plan.delay:
         raise RestartPlanError(f"{path}: [in_flight] restart_after ({plan.restart_after:g} s) must fall while the "
                                f"long requests ({plan.delay:g} s) are in flight")
@@ -393,7 +334,7 @@ def read_line(stream: Any, timeout: float) -> str:
     return stream.readline() if readable else ""
 
 
-def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlightTarget, port: int, log_dir: Path,
+def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlightPlanTarget, port: int, log_dir: Path,
                       pinning: dict[str, str | None], repetition: int = 0) -> InFlightRun:
     """One run: start the design, let the probe open its connections, restart at its line, record what it saw."""
     design = catalogue.design(target.design)
@@ -436,9 +377,9 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
     log_dir = launcher.LOG_DIR / plan.id
     turns = take_turns(plan.id, plan.repeat, targets, lambda target, repetition: measure_in_flight(
         catalogue, plan, target, processes.free_port(), log_dir, pinning, repetition), lambda run: run.error)
-    rows = [InFlightRow(name=target.design, title=catalogue.design(target.design).title, signal=target.signal,
-                        arguments=target.arguments, label=target.label, source=target.source, runs=turn.runs,
-                        errors=turn.errors) for target, turn in zip(targets, turns)]
+    rows = [InFlightTarget(name=target.design, title=catalogue.design(target.design).title, signal=target.signal,
+                           arguments=target.arguments, label=target.label, source=target.source, runs=turn.runs,
+                           errors=turn.errors) for target, turn in zip(targets, turns)]
     record = InFlightRecord(
         schema=SCHEMA_VERSION, kind="restart-in-flight",
         scenario=InFlightScenario(id=plan.id, title=plan.title, delay=plan.delay, idle=plan.idle, long=plan.long,
