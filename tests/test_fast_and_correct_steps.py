@@ -199,8 +199,9 @@ def test_the_registry_renders_the_chains_table_for_the_page_from_a_record(tmp_pa
     record_path = tmp_path / "results" / CHAIN.record
     record_path.parent.mkdir(parents=True)
     record_path.write_text(json.dumps(fixture_record()), encoding="utf-8")
-    inputs = site.RenderInput(results_dir=tmp_path / "results", generated_dir=tmp_path / "generated", records={},
-                              rerun_records={}, design_names=[], scenario_ids=[], figures=[])
+    inputs = site.RenderInput(results_dir=tmp_path / "results", generated_dir=tmp_path / "generated",
+                              scenario_records={}, rerun_scenario_records={}, design_names=[], scenario_ids=[],
+                              figures=[])
     assert site.fast_and_correct_steps_files in site.RENDERERS
     files = site.fast_and_correct_steps_files(inputs)
     assert list(files) == [tmp_path / "generated" / "fast-and-correct-steps.md"]

@@ -153,14 +153,13 @@ def test_a_file_claimed_by_two_renderers_is_refused() -> None:
 
 
 def _inputs() -> site.RenderInput:
-    from harness.model.records import RESULTS_DIR, load_records, load_scenario_records, rerun_dir
+    from harness.model.records import RESULTS_DIR, load_scenario_records, rerun_dir
     from harness.render.figures import SITE_FIGURES
 
     catalogue = load_catalogue()
-    return site.RenderInput(RESULTS_DIR, site.GENERATED_DIR, load_records(RESULTS_DIR),
-                            load_records(rerun_dir(RESULTS_DIR)), list(catalogue.designs),
-                            list(catalogue.scenarios), SITE_FIGURES, load_scenario_records(RESULTS_DIR),
-                            load_scenario_records(rerun_dir(RESULTS_DIR)))
+    return site.RenderInput(RESULTS_DIR, site.GENERATED_DIR, load_scenario_records(RESULTS_DIR),
+                            load_scenario_records(rerun_dir(RESULTS_DIR)), list(catalogue.designs),
+                            list(catalogue.scenarios), SITE_FIGURES)
 
 
 # --- Suites honour what a design declares about stopping -------------------------------------------------

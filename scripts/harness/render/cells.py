@@ -30,17 +30,6 @@ TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measure
 SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exceeds 10% of it is flagged
 
 
-def as_record(record: ScenarioRecord | dict[str, Any]) -> ScenarioRecord:
-    """The typed record. A dict is read through the class: multi_process_tables and deployment_tables still pass
-    the dict records (inputs.records) until they move to the typed ones; then this goes."""
-    return record if isinstance(record, ScenarioRecord) else ScenarioRecord.from_json(record)
-
-
-def as_runs(runs: list[Run] | list[dict[str, Any]]) -> list[Run]:
-    """The typed runs (a dict run read through the class: deployment_tables still passes dict runs, as as_record)."""
-    return [run if isinstance(run, Run) else Run.from_json(run) for run in runs]
-
-
 def is_rate_sweep(record: ScenarioRecord) -> bool:
     return isinstance(record.settings.rate, list)
 
@@ -73,10 +62,10 @@ def format_rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.1f}"
 
 
-def cells_by_level(runs: list[Run] | list[dict[str, Any]], key: str = "concurrency") -> dict[float, list[Run]]:
+def cells_by_level(runs: list[Run], key: str = "concurrency") -> dict[float, list[Run]]:
     """Successful runs grouped by the run's field `key` (its concurrency, or its offered rate)."""
     grouped: dict[float, list[Run]] = {}
-    for run in as_runs(runs):
+    for run in runs:
         if run.error is None:
             grouped.setdefault(getattr(run, key), []).append(run)
     return grouped
@@ -87,7 +76,6 @@ LATENCY_KEYS = ("mean", "mode", "p50", "p90", "p99", "max")
 
 def summarise_cell(runs: list[Run]) -> dict[str, Any]:
     """Median and range of requests/s, median of each latency statistic, totals of failures."""
-    runs = as_runs(runs)
     rates = spread([run.requests_per_second for run in runs])
     latencies = [run.latency_ms for run in runs if run.latency_ms]
     latency = {key: statistics.median(getattr(item, key) for item in latencies if getattr(item, key) is not None)
@@ -105,15 +93,14 @@ def summarise_cell(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def rate_cells(record: ScenarioRecord | dict[str, Any]) -> dict[tuple[str, float], dict[str, float]]:
+def rate_cells(record: ScenarioRecord) -> dict[tuple[str, float], dict[str, float]]:
     """Every measured cell's requests/s (`stats.spread`) by (design, level); failed runs left out."""
-    record = as_record(record)
     return {(design.name, level): summarise_cell(runs)["rate"]
             for design in record.designs
             for level, runs in cells_by_level(design.runs, level_key(record)).items()}
 
 
-def rate_medians(record: ScenarioRecord | dict[str, Any]) -> dict[tuple[str, float], float]:
+def rate_medians(record: ScenarioRecord) -> dict[tuple[str, float], float]:
     """Every measured cell's median requests/s by (design, level), as the tables' bold numbers."""
     return {key: rate["median"] for key, rate in rate_cells(record).items()}
 

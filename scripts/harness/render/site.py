@@ -29,12 +29,7 @@ from harness.model.catalogue import load_catalogue
 from harness.model.disclosed_settings import load_real_servers
 from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
-from harness.model.records import (
-    RESULTS_DIR,
-    load_records,
-    load_scenario_records,
-    rerun_dir,
-)
+from harness.model.records import RESULTS_DIR, load_scenario_records, rerun_dir
 from harness.model.records.scenario import Outcome, ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name, spread
@@ -435,14 +430,11 @@ class RenderInput:
 
     results_dir: Path
     generated_dir: Path
-    records: dict[str, dict[str, Any]]  # scenario id -> record (results/<scenario>.json)
-    rerun_records: dict[str, dict[str, Any]]  # the second run, results/rerun/
+    scenario_records: dict[str, ScenarioRecord]  # scenario id -> record (results/<scenario>.json), typed
+    rerun_scenario_records: dict[str, ScenarioRecord]  # the second run, results/rerun/
     design_names: list[str]
     scenario_ids: list[str]
     figures: list[Figure]
-    # The same records typed (model/records/scenario.py): renderers move to these from the dicts above.
-    scenario_records: dict[str, ScenarioRecord] = dataclasses.field(default_factory=dict)
-    rerun_scenario_records: dict[str, ScenarioRecord] = dataclasses.field(default_factory=dict)
 
     @property
     def plots_dir(self) -> Path:
@@ -673,7 +665,6 @@ def expected_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERA
     catalogue = load_catalogue() if design_names is None or scenario_ids is None else None
     inputs = RenderInput(
         results_dir=results_dir, generated_dir=generated_dir,
-        records=load_records(results_dir), rerun_records=load_records(rerun_dir(results_dir)),
         scenario_records=load_scenario_records(results_dir),
         rerun_scenario_records=load_scenario_records(rerun_dir(results_dir)),
         design_names=list(catalogue.designs) if design_names is None else design_names,
