@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from harness.model.paths import REPO_ROOT
-from harness.model.records import load_records, load_scenario_records, rerun_dir
+from harness.model.records import load_scenario_records, rerun_dir
 from harness.model.records.scenario import ScenarioRecord
 from harness.model.stats import median_interval, spread
 from harness.render import memory, multi_process_tables, plots, repeatability, site
@@ -228,9 +228,9 @@ def two_runs(tmp_path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
 
 def test_the_second_run_in_results_rerun_is_not_a_scenario(two_runs: tuple[Path, Any, Any]) -> None:
     results, _, _ = two_runs
-    assert sorted(load_records(results)) == ["async-101", "concurrency-models"]
-    assert load_records(results)["concurrency-models"]["started_utc"] == "2026-11-22T12:31:37Z"  # run A's
-    assert load_records(results / "no-such-directory") == {}
+    assert sorted(load_scenario_records(results)) == ["async-101", "concurrency-models"]
+    assert load_scenario_records(results)["concurrency-models"].started_utc == "2026-11-22T12:31:37Z"  # run A's
+    assert load_scenario_records(results / "no-such-directory") == {}
 
 
 def test_cells_are_compared_by_relative_difference_and_tool_bound_ones_left_out(
