@@ -134,8 +134,8 @@ def open_loop_latency_figure(record: ScenarioRecord) -> Any:
     rates = sorted(record.settings.rate)
     for panel, statistic in zip(panels, ("p50", "p99")):
         for design in record.designs:
-            levels, values = _series(design, lambda run: getattr(run.latency_ms, statistic) if run.latency_ms else None,
-                                     "rate")
+            levels, values = _series(design, lambda run, statistic=statistic: (
+                getattr(run.latency_ms, statistic) if run.latency_ms else None), "rate")
             if levels:
                 panel.plot(levels, values, markersize=4, **design_style(design.name))
         # The floor: no request can be answered faster than the simulated call it waits for.

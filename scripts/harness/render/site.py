@@ -62,8 +62,8 @@ from harness.render.disclosed_settings_table import disclosed_settings_page
 from harness.render.figures import SITE_FIGURES, Figure, figures_page
 from harness.render.how_fast_tables import how_fast_files, steps_files
 from harness.render.memory import memory_page
-from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
 from harness.render.predict import predict_files
+from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
 from harness.render.repeatability import leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
 from harness.render.sizing_tables import is_sizing, sizing_files
@@ -539,8 +539,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
         if name in streaming_tables.STREAM_DESIGNS and not sections:
             continue  # a stream design's own file comes from the streaming record (streaming_page_files)
         body = "\n".join(sections) if sections else (
-            f"*Measured in the sizing sweeps only: their tables, by number of workers, are on the "
-            f"[sizing page](/sizing.md).*\n" if name in sized else
+            "*Measured in the sizing sweeps only: their tables, by number of workers, are on the "
+            "[sizing page](/sizing.md).*\n" if name in sized else
             "*Not measured yet: no record in `results/` includes this design. "
             "`python scripts/bench.py run --design " + name + " --quick` measures it on your machine.*\n")
         files[inputs.generated_dir / "designs" / f"{name}.md"] = HEADER.format(source="results/") + body

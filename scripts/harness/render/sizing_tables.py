@@ -254,7 +254,7 @@ def rules_table(records: dict[str, ScenarioRecord]) -> str:
         found = best(deployed, design)
         if found is None:
             continue
-        one, five = at(deployed, design, 1), at(deployed, design, 5)
+        five = at(deployed, design, 5)
         memory = f"; memory at 5: {memory_label(five)} MiB" if five else ""
         shown = [figure(deployed, design, size) for size in sorted({1, found[0]}) if at(deployed, design, size)]
         lines.append(f"| {design_link(design)} as deployed (hello world) | the fewest workers within 90% of its "
