@@ -34,7 +34,7 @@ from harness.model.catalogue import load_catalogue
 from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR
-from harness.model.records.deployment import RaceRecord, RaceResult
+from harness.model.records.deployment_records import RaceRecord, RaceResult
 from harness.render import deployment_tables
 from harness.suites import deployment
 from harness.system import launcher, ports, processes

@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 from typing import TypeVar
 
-from harness.model.records.deployment import OverloadRecord, OverloadRun, RaceRecord
+from harness.model.records.deployment_records import OverloadRecord, OverloadRun, RaceRecord
 from harness.model.records.hostile import CaseResult, HostileRecord
 from harness.model.records.scenario import ScenarioRecord
 from harness.model.records.typed import Typed

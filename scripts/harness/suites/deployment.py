@@ -37,7 +37,7 @@ from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.deployment import (
+from harness.model.records.deployment_records import (
     DeploymentScenario,
     OverloadCell,
     OverloadRecord,

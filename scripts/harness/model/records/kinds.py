@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.model.records.conformance import ConformanceRecord
-from harness.model.records.deployment import OverloadRecord, RaceRecord
+from harness.model.records.deployment_records import OverloadRecord, RaceRecord
 from harness.model.records.hostile import HostileRecord
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
