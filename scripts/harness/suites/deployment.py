@@ -142,7 +142,7 @@ def race_run(catalogue: Catalogue, target: Target, plan: RacePlan, log_dir: Path
     except (json.JSONDecodeError, RecordShapeError) as error:
         reason = completed.stderr.strip()[-400:] or str(error)
         return replace(run, error=f"the race client printed no report: {reason}")
-    bad_gateway = result.statuses.get("502", 0)
+    bad_gateway = result.answers(502)
     per_10k = round(bad_gateway * PER / result.sent, 1) if result.sent else None
     print(f"  {bad_gateway} of {result.sent} got 502 ({per_10k} per {PER:,})", flush=True)
     return replace(run, result=result, bad_gateway_per_10k=per_10k)
