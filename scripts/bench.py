@@ -40,7 +40,7 @@ from harness.clients import probe, verify  # noqa: E402
 from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownNameError, load_catalogue  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
-from harness.model.records import load_records  # noqa: E402
+from harness.model.records import load_scenario_records  # noqa: E402
 from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
 from harness.suites import (  # noqa: E402
@@ -255,7 +255,7 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
             print("Generated files are out of date with results/ (or servers/README.md with the catalogue, "
                   "the nav and the pages): run `python scripts/bench.py render`", file=sys.stderr)
             return EXIT_FAILED
-        print(f"All tables match results/ ({len(load_records())} scenario records), "
+        print(f"All tables match results/ ({len(load_scenario_records())} scenario records), "
               "and servers/README.md the catalogue, the nav and the pages.")
         return EXIT_OK
     for path in site.write_all():

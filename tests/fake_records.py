@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 
 BASE = REPO_ROOT / "tests" / "fixtures" / "render" / "async-101.json"
 

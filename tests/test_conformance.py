@@ -11,7 +11,7 @@ import pytest
 from harness.clients import gunicorn_corpus, reference_parsers
 from harness.model.catalogue import load_catalogue
 from harness.model.records import RESULTS_DIR, write_record_atomic
-from harness.model.records.conformance import (
+from harness.model.records.conformance_record import (
     Answer,
     ConformanceDesign,
     ConformanceRecord,

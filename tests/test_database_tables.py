@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_records import fake_outcome, fake_record_json, fake_run
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import database_tables
 
 # Each design's rate at 50 clients (three runs around it); the twins of two real calls, and the calls.

@@ -17,7 +17,7 @@ import sys
 import pytest
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.system import launcher, processes
 
 sys.path.insert(0, str(REPO_ROOT / "servers"))  # the apps import as the real servers import them

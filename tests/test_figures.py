@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import site
 from harness.render.figures import SITE_FIGURES, Figure, FigureError, figures_page
 

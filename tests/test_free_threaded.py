@@ -7,7 +7,7 @@ import shutil
 import statistics
 from pathlib import Path
 
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import free_threaded
 
 FIXTURES = Path(__file__).parent / "fixtures" / "free_threaded"

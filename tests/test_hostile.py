@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
-from harness.model.records.hostile import HostileRecord
+from harness.model.records.hostile_record import HostileRecord
 from harness.render import site, survival
 from harness.suites.hostile import cases, run
 from harness.system import processes

@@ -19,7 +19,7 @@ import pytest
 from harness.clients import pipelining, probe
 from harness.clients.tools import wrk
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import keep_alive_verdict, site
 from harness.system import launcher
 from scenario_settings import settings_of

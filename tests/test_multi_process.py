@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from harness.model.catalogue import UnknownNameError
 from harness.model.records import RESULTS_DIR
-from harness.model.records.multi_process import BalanceRecord, Bin, RestartRecord, RestartTarget
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.multi_process_records import BalanceRecord, Bin, RestartRecord, RestartTarget
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import multi_process_tables
 from harness.suites import balance, restart
 

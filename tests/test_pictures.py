@@ -14,15 +14,14 @@ import re
 from pathlib import Path
 
 import pytest
-
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records
-from harness.model.records.conformance import Answer
+from harness.model.records.conformance_record import Answer
+from harness.render import conformance_grid, conformance_tables
 from harness.render.cells import cells_by_level, format_rate, summarise_cell
 from harness.render.predict import QUESTIONS, predict_files
 from harness.render.survival import load_record
-from harness.render import conformance_grid, conformance_tables
 from harness.render.survival_grid import CODES, grid_page
 
 DOCS = REPO_ROOT / "docs"

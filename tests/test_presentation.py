@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import plots, site
 from harness.render.presentation import (
     PALETTE,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records, rerun_dir
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.stats import median_interval, spread
 from harness.render import memory, multi_process_tables, plots, repeatability, site
 from harness.render.cells import cells_by_level, level_key, spread_warning

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 from harness.clients import restart_probe
-from harness.model.records.multi_process import Answer, InFlightRecord
+from harness.model.records.multi_process_records import Answer, InFlightRecord
 from harness.render import multi_process_tables
 from harness.suites import restart
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_records import fake_outcome, fake_record_json
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.render import site
@@ -124,8 +125,8 @@ def test_a_quick_run_measures_the_few_designs_its_quick_table_names() -> None:
 
 def test_the_time_left_is_corrected_by_how_the_last_recorded_run_compared_with_its_plan(tmp_path: Path) -> None:
     settings = {"requests": 0, "concurrency": [10], "time_limit": 9, "delay": 0, "keep_alive": False, "repeat": 2}
-    record = {"settings": settings, "designs": [{"name": "thread-per-connection"}], "ceiling": None,
-              "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:00:05Z"}
+    record = fake_record_json({"id": "from-scratch"}, settings, [fake_outcome("thread-per-connection", [])],
+                              started_utc="2026-01-01T00:00:00Z", finished_utc="2026-01-01T00:00:05Z")
     (tmp_path / "from-scratch.json").write_text(json.dumps(record))
     # Planned: 2 cells of 9 + 1 s = 20 s; the record took 5 s: the scenario runs at a quarter of its plan.
     assert plan.past_speed(CATALOGUE, tmp_path, "from-scratch") == pytest.approx(0.25)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fake_records import fake_outcome, fake_record, fake_run
 from harness.model.catalogue import load_catalogue
-from harness.model.records.scenario import Outcome, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, ScenarioRecord
 from harness.model.settings import SettingsError, check_sizes
 from harness.render import sizing_tables
 from harness.suites import plan

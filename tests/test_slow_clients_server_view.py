@@ -14,7 +14,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from harness.model.records.hostile import ConnectionsHeld, HostileRecord
+from harness.model.records.hostile_record import ConnectionsHeld, HostileRecord
 from harness.render import deployment_tables
 from harness.suites.hostile import cases, run
 from harness.system import connections, processes

@@ -22,7 +22,7 @@ import pytest
 from fake_records import fake_outcome, fake_record_json, fake_run
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.site import HEADER
 from harness.render.timeline_player import PAIRS, timeline_player_files
 

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from harness.model.records import RESULTS_DIR
 from harness.model.records.kinds import record_class
-from harness.model.records.scenario import Run, ScenarioRecord
+from harness.model.records.scenario_record import Run, ScenarioRecord
 from harness.model.records.typed import RecordShapeError, Typed, optional
 
 

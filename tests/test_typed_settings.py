@@ -1,8 +1,8 @@
 """Settings are read typed: no code in scripts/ reads a setting by a string key (issue 19, item 4).
 
 A scenario's settings are a ScenarioSettings (model/settings.py), the hostile and conformance
-suites' their own dataclasses, and a scenario record's stored settings are read back through
-model/records.record_settings. This test walks every module's syntax tree and fails on
+suites' their own dataclasses, and every record's stored settings are read back typed with the record
+(model/records/: ScenarioRecord.settings is a ScenarioSettings). This test walks every module's syntax tree and fails on
 `X["key"]` or `X.get("key")` where X is named for settings (`settings`, `level_settings`,
 `target.settings`, `record["settings"]`): the kind of read that let a misspelt key read None.
 """
@@ -61,7 +61,7 @@ def test_the_check_finds_each_kind_of_string_key_read() -> None:
 
 def test_no_setting_is_read_by_a_string_key() -> None:
     unexpected = {path: found for path, found in reads_by_file().items() if path not in OTHER_SUITES_RECORDS}
-    assert unexpected == {}, "read the typed settings' attributes instead (settings.delay; record_settings(record))"
+    assert unexpected == {}, "read the typed settings' attributes instead (settings.delay; record.settings.delay)"
 
 
 def test_every_exception_is_still_needed() -> None:

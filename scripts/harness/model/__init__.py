@@ -1,3 +1,14 @@
-"""Model: what the harness knows as data. Where the repository is, the catalogue of designs and
-scenarios, every scenario setting and who reads it, the records and how they are written, the
-statistics over repetitions, and the chains of optimisation steps. Imports nothing above it."""
+"""Model: what the harness knows as data. Imports nothing above it.
+
+    paths.py, catalogue.py          where the repository is; the designs and scenarios (scripts/catalogue/)
+    settings.py, suite_settings.py, the settings of a scenario and of each suite's plan, as frozen typed
+      deployment_plan.py,           objects (an unknown key is refused, with a did-you-mean)
+      restart_plan.py
+    records/                        the records: written atomically (records/__init__.py), and every kind
+                                    as typed classes (records/typed.py the machinery, records/kinds.py the
+                                    list; one module per kind: scenario_record.py, hostile_record.py, ...)
+    stats.py                        statistics over repetitions
+    how_fast_steps.py,              the chains of optimisation steps; the instruction-count rows
+      instruction_counts.py
+    disclosed_settings.py           the real servers' settings we change, and why
+"""

@@ -4,7 +4,7 @@ A record's runs group into cells by level. The level is the concurrency, except
 in an open-loop rate sweep (its settings' `rate` is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
 rate of the run, run.rate. Runs that ended in an error belong to no cell. Records and runs are the typed
-ones (model/records/scenario.py); a cell is a render-only dict of the runs it summarises.
+ones (model/records/scenario_record.py); a cell is a render-only dict of the runs it summarises.
 
 A cell whose runs lasted under settings.MIN_RUN_SECONDS is flagged (short_run_warning):
 since the runner makes such a run an error, only a record made before that rule has one,
@@ -20,7 +20,7 @@ import statistics
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.model.records.scenario import Run, ScenarioRecord
+from harness.model.records.scenario_record import Run, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS
 from harness.model.stats import spread
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.model.records.conformance import Answer, ConformanceCase, ConformanceDesign, ConformanceRecord
+from harness.model.records.conformance_record import Answer, ConformanceCase, ConformanceDesign, ConformanceRecord
 from harness.render.conformance_tables import (
     CODES,
     COLOURS,

@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from harness.model.records.conformance import (
+from harness.model.records.conformance_record import (
     Answer,
     CaseGroup,
     ConformanceCase,

@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.cells import ceilings, cells_by_level, format_rate, rate_label, summarise_cell
 from harness.render.figures import Figure
 from harness.render.presentation import design_link, wide_table

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from harness.model.records.deployment_records import OverloadRecord, OverloadRun, RaceRecord
-from harness.model.records.hostile import CaseResult, HostileRecord
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.hostile_record import CaseResult, HostileRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.typed import Typed
 from harness.render.cells import cells_by_level, summarise_cell
 from harness.render.presentation import design_link, wide_table

@@ -47,7 +47,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from harness.model.records.scenario import Outcome, Run, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, rate_flags, summarise_cell
 from harness.render.repeatability import compare_cells, not_comparable
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.model.records import RESULTS_DIR
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.cells import format_rate, rate_medians
 
 FREE_THREADED_DIR_NAME = "free-threaded"

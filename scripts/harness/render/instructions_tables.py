@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.model import instruction_counts
 from harness.model.how_fast_steps import HOW_FAST
 from harness.model.records.instructions_record import CountRow, InstructionsRecord
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.how_fast_tables import load_steps, row_summary
 from harness.render.presentation import wide_table
 

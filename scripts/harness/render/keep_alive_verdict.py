@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import statistics
 
-from harness.model.records.scenario import Outcome, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, ScenarioRecord
 from harness.render.cells import format_rate, summarise_cell
 from harness.render.presentation import design_link
 

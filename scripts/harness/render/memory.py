@@ -28,7 +28,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from harness.model.records.scenario import Outcome, Run, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.render.cells import cells_by_level, is_rate_sweep
 from harness.render.presentation import design_link
 

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.model.records import MULTI_PROCESS_DIR_NAME, RESULTS_DIR, SCHEMA_VERSION
-from harness.model.records.multi_process import (
+from harness.model.records.multi_process_records import (
     MULTI_PROCESS_KINDS,
     Answer,
     BalanceRecord,
@@ -26,7 +26,7 @@ from harness.model.records.multi_process import (
     RestartRun,
     RestartTarget,
 )
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.cells import SPREAD_FLAG, format_rate, rate_cells, rate_medians, spread_warning
 from harness.render.presentation import design_link, wide_table
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import matplotlib
 
-from harness.model.records.scenario import Outcome, Run, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.render.cells import is_rate_sweep
 from harness.render.presentation import design_colour, design_marker, design_style
 

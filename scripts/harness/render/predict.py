@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.cells import ceilings, cells_by_level, format_rate, is_rate_sweep, rate_flags, summarise_cell
 
 # (scenario, clients): the cells a question may come from, the most telling first. Ten clients and a

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.stats import interval_name
 from harness.render.cells import ceilings, cells_by_level, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_colour, design_link

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name
 from harness.render.cells import (

@@ -30,7 +30,7 @@ from harness.model.disclosed_settings import load_real_servers
 from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_scenario_records, rerun_dir
-from harness.model.records.scenario import Outcome, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (

@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from harness.model.records.scenario import Outcome, Run, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.render.cells import format_rate, rate_flags, rate_label, spread_warning, summarise_cell
 from harness.render.presentation import design_link, design_style, wide_table
 

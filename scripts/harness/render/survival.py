@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.records.hostile import CaseResult, DesignResult, EmfileFigures, HostileRecord
+from harness.model.records.hostile_record import CaseResult, DesignResult, EmfileFigures, HostileRecord
 from harness.model.records.typed import Typed
 from harness.render.presentation import design_link, wide_table
 

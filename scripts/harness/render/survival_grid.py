@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.model.records.hostile import CaseResult, DesignResult, HostileCase, HostileRecord
+from harness.model.records.hostile_record import CaseResult, DesignResult, HostileCase, HostileRecord
 from harness.render.grid import Column, grid_table, legend_mark, mark_cell, not_run_cell
 from harness.render.survival import LEGEND, MARKS, compact_status, design_label, load_record, proxy_page, totals
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import load_catalogue
-from harness.model.records.scenario import Outcome, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, ScenarioRecord
 
 SCENARIO_ID = "timeline"
 SUBDIR = "timeline-player"

@@ -25,7 +25,7 @@ from harness.model.records import (
     write_record_atomic,
 )
 from harness.model.records.common import Environment
-from harness.model.records.multi_process import BalanceRecord, BalanceRow, BalanceScenario, LoadReport
+from harness.model.records.multi_process_records import BalanceRecord, BalanceRow, BalanceScenario, LoadReport
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 

@@ -54,7 +54,7 @@ from harness.model.records.how_fast_records import (
     StepsRun,
     WrkSummary,
 )
-from harness.model.records.scenario import ServerResources
+from harness.model.records.scenario_record import ServerResources
 from harness.model.settings import ScenarioSettings
 from harness.model.suite_settings import StepsSettings
 from harness.system import launcher, processes

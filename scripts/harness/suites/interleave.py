@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
 
 from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Scenario
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.suites import plan
 from harness.suites.runner import DesignOutcome, measure_design_once, scenario_record, write_record

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.catalogue import Catalogue, Design, Scenario, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, record_settings, results_path, wall_seconds
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, results_path
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 
 CELL_OVERHEAD_SECONDS = 1.0  # starting, verifying and priming a design, and the tool's own start
@@ -102,11 +103,12 @@ def past_speed(catalogue: Catalogue, results_dir: Path, scenario_id: str) -> flo
     made of them overestimates; the last record says by how much.
     """
     try:
-        record = json.loads(results_path(scenario_id, results_dir).read_text(encoding="utf-8"))
-        wall = wall_seconds(record)
-        designs = [catalogue.design(design["name"]) for design in record["designs"]]
-        planned = sum(plan_cells(record_settings(record), designs, with_ceiling=bool(record.get("ceiling"))))
-    except (OSError, ValueError, KeyError, TypeError, UnknownNameError):
+        path = results_path(scenario_id, results_dir)
+        record = ScenarioRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+        wall = record.wall_seconds()
+        designs = [catalogue.design(design.name) for design in record.designs]
+        planned = sum(plan_cells(record.settings, designs, with_ceiling=record.ceiling is not None))
+    except (OSError, ValueError, KeyError, TypeError, UnknownNameError):  # RecordShapeError is a ValueError
         return 1.0
     return wall / planned if planned > 0 and wall > 0 else 1.0
 

@@ -53,7 +53,7 @@ from harness.model.records import (
     write_record_atomic,
 )
 from harness.model.records.common import Environment
-from harness.model.records.multi_process import (
+from harness.model.records.multi_process_records import (
     Bin,
     Failure,
     InFlightRecord,

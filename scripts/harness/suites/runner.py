@@ -34,7 +34,7 @@ from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.scenario import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
+from harness.model.records.scenario_record import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import launcher, ports, postgres, processes, syscall_trace

@@ -2,7 +2,7 @@
 
 records/typed.py is the machinery (a record kind is a frozen dataclass; reading checks every key and
 migrates old schema versions); records/common.py the parts every kind shares (the machine);
-records/scenario.py the load scenarios' record; each other suite's record kind has its module beside them.
+records/scenario_record.py the load scenarios' record; each other suite's record kind has its module beside them.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.kinds import record_class
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.typed import Typed
-from harness.model.settings import ScenarioSettings
 
 RESULTS_DIR = REPO_ROOT / "results"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
@@ -48,19 +47,6 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def wall_seconds(record: dict[str, Any]) -> float:
-    """How long a scenario's run took, from the record's UTC start and end (ScenarioRecord.wall_seconds, for the
-    plan's past speed, which reads the record as it is, whatever its shape)."""
-    started, finished = (datetime.fromisoformat(record[key].replace("Z", "+00:00"))
-                         for key in ("started_utc", "finished_utc"))
-    return (finished - started).total_seconds()
-
-
-def record_settings(record: dict[str, Any]) -> ScenarioSettings:
-    """A scenario record's settings, typed (a record of any age: see ScenarioSettings.from_record)."""
-    return ScenarioSettings.from_record(record["settings"])
-
-
 def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
     return results_dir / f"{scenario_id}.json"
 
@@ -70,28 +56,23 @@ def rerun_dir(results_dir: Path = RESULTS_DIR) -> Path:
     return results_dir / "rerun"
 
 
-def load_scenario_records(results_dir: Path = RESULTS_DIR) -> dict[str, ScenarioRecord]:
-    """load_records, typed: every scenario's record in a results directory, by scenario id."""
-    return {scenario_id: ScenarioRecord.from_json(data, str(results_path(scenario_id, results_dir)))
-            for scenario_id, data in load_records(results_dir).items()}
-
-
 def write_record_atomic(path: Path, record: Typed) -> None:
     """A typed record written as JSON, atomically (write_json_atomic)."""
     write_json_atomic(path, record.to_json())
 
 
-def load_records(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, Any]]:
-    """Every scenario's record in a results directory, by scenario id; none if the directory is missing.
+def load_scenario_records(results_dir: Path = RESULTS_DIR) -> dict[str, ScenarioRecord]:
+    """Every scenario's record in a results directory, typed, by scenario id; none if the directory is missing.
 
-    Only the directory's own *.json files: the second run in results/rerun/ is not a scenario of results/.
+    Only the directory's own *.json files: the second run in results/rerun/ is not a scenario of results/, and
+    the suites' own records there (results/hostile.json, conformance.json, streaming.json: they name their kind)
+    are their renderers' to read. A record of the wrong shape or a newer schema is a RecordShapeError naming it.
     """
     records = {}
     for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
         data = json.loads(path.read_text(encoding="utf-8"))
-        if "suite" in data:
-            continue  # not a scenario: results/hostile.json, rendered by harness.survival
-        if data.get("schema") != SCHEMA_VERSION:
-            raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
-        records[data["scenario"]["id"]] = data
+        if record_class(data) is not ScenarioRecord:
+            continue
+        record = ScenarioRecord.from_json(data, str(path))
+        records[record.id] = record
     return records

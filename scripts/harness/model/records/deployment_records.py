@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from harness.model.deployment_plan import OverloadSettings, RaceSettings
 from harness.model.records.common import Environment
-from harness.model.records.scenario import Latency
+from harness.model.records.scenario_record import Latency
 from harness.model.records.typed import Typed, optional
 
 

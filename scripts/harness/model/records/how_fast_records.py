@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.scenario import Run
+from harness.model.records.scenario_record import Run
 from harness.model.records.typed import Typed, optional
 from harness.model.suite_settings import StepsSettings
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.model.records.conformance import ConformanceRecord
+from harness.model.records.conformance_record import ConformanceRecord
 from harness.model.records.deployment_records import OverloadRecord, RaceRecord
-from harness.model.records.hostile import HostileRecord
+from harness.model.records.hostile_record import HostileRecord
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
 from harness.model.records.instructions_record import InstructionsRecord
-from harness.model.records.multi_process import BalanceRecord, InFlightRecord, RestartRecord
-from harness.model.records.scenario import ScenarioRecord
+from harness.model.records.multi_process_records import BalanceRecord, InFlightRecord, RestartRecord
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.streaming_record import StreamingRecord
 from harness.model.records.typed import Typed
 

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from harness.model.catalogue import Catalogue
-from harness.model.records.conformance import ConformanceRecord
+from harness.model.records.conformance_record import ConformanceRecord
 from harness.suites.conformance.conformance_run import run_suite
 
 __all__ = ["add_arguments", "run_suite"]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.records.conformance import CaseGroup, ConformanceCase, ConformanceRunSettings
+from harness.model.records.conformance_record import CaseGroup, ConformanceCase, ConformanceRunSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"

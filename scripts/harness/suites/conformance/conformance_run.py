@@ -24,7 +24,7 @@ from harness.clients import gunicorn_corpus, raw_exchange, reference_parsers
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.conformance import (
+from harness.model.records.conformance_record import (
     Answer,
     ConformanceDesign,
     ConformanceRecord,

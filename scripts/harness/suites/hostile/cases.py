@@ -1,6 +1,6 @@
 """The hostile cases: the catalogue (scripts/catalogue/hostile/cases.toml) read into Case objects, and each kind.
 
-A Case is the record's HostileCase (model/records/hostile.py): the catalogue's table is read
+A Case is the record's HostileCase (model/records/hostile_record.py): the catalogue's table is read
 through it, so a misspelt parameter is refused at load. A case names a `kind`; the kind is one
 function here (CASE_KINDS) that opens its connections through clients/raw_http.py, sends its
 bytes, reads what comes back and judges it against the case's robust answer, one Variant per
@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from harness.clients import raw_http
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.records.hostile import CaseVariant, EmfileFigures, HostileCase, VariantOutcome
+from harness.model.records.hostile_record import CaseVariant, EmfileFigures, HostileCase, VariantOutcome
 from harness.model.suite_settings import HostileSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes

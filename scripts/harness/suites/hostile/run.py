@@ -34,7 +34,7 @@ from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.hostile import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
+from harness.model.records.hostile_record import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
 from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions

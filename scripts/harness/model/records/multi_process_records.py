@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.scenario import Latency, OpenFiles
+from harness.model.records.scenario_record import Latency, OpenFiles
 from harness.model.records.typed import Typed, optional
 
 
