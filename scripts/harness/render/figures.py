@@ -239,6 +239,20 @@ SITE_FIGURES: list[Figure] = [
     # The concurrency-models article: the careful and the naive sequential server.
     *_figures("concurrency-models", "sequential-sockets", 8, ["rate", "cpu", "duration"], "models-sequential",
               allow_flagged=True),
+    # A real PostgreSQL (database.md, beside TechEmpower's Round 20): one query, and twenty one after the other.
+    *_figures("database-single", "threads-psycopg-pool", 50, ["rate"], "db-single-threads-pool"),
+    *_figures("database-single", "uvicorn-asyncpg", 50, ["rate"], "db-single-uvicorn"),
+    *_figures("database-single", "granian-asyncpg", 50, ["rate"], "db-single-granian", allow_flagged=True),
+    *_figures("database-single", "gunicorn-gthread-psycopg", 50, ["rate"], "db-single-gthread"),
+    *_figures("database-multiple", "uvicorn-asyncpg", 50, ["rate", "p99"], "db-multiple-uvicorn", allow_flagged=True),
+    *_figures("database-multiple", "granian-asyncpg", 50, ["rate", "p99"], "db-multiple-granian", allow_flagged=True),
+    *_figures("database-multiple", "asyncio-asyncpg", 50, ["rate"], "db-multiple-asyncio-asyncpg", allow_flagged=True),
+    *_figures("database-multiple", "gunicorn-gthread-psycopg", 50, ["rate", "p99"], "db-multiple-gthread",
+              allow_flagged=True),
+    *_figures("database-multiple", "threads-psycopg-pool", 50, ["rate", "p99"], "db-multiple-threads-pool"),
+    *_figures("database-multiple", "thread-per-connection-psycopg", 50, ["p99"], "db-multiple-thread-per-connection",
+              allow_flagged=True),
+    *_figures("database-multiple", "gevent-psycopg", 50, ["p99"], "db-multiple-gevent", allow_flagged=True),
 ]
 
 
