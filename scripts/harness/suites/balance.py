@@ -24,7 +24,6 @@ from harness.model.records import (
     SCRATCH_RESULTS_DIR,
     write_record_atomic,
 )
-from harness.model.records.common import Environment
 from harness.model.records.multi_process_records import BalanceRecord, BalanceRow, BalanceScenario, LoadReport
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
@@ -77,8 +76,7 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
     record = BalanceRecord(
         schema=SCHEMA_VERSION, kind="balance",
         scenario=BalanceScenario(id="balance", requests=requests, concurrency=CONCURRENCY, delay=DELAY, quick=quick),
-        environment=Environment.from_json(describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
-                                          "environment"),
+        environment=describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         started_utc=started, finished_utc=utc_now(), rows=rows)
     path = (out_dir or (SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / MULTI_PROCESS_DIR_NAME / RECORD_NAME
     write_record_atomic(path, record)

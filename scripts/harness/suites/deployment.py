@@ -36,7 +36,6 @@ from harness.model.catalogue import CATALOGUE_DIR, Catalogue
 from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.deployment_records import (
     DeploymentScenario,
     OverloadCell,
@@ -166,8 +165,7 @@ def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
         runs.append(run)
     record = RaceRecord(schema=SCHEMA_VERSION, kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
                         mode="quick" if quick else "full", settings=plan.settings(),
-                        environment=Environment.from_json(describe_machine(pinning, {"nginx": nginx_version()}),
-                                                          "environment"),
+                        environment=describe_machine(pinning, {"nginx": nginx_version()}),
                         started_utc=started, finished_utc=utc_now(), runs=runs)
     return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
 
@@ -234,8 +232,7 @@ def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | No
     record = OverloadRecord(
         schema=SCHEMA_VERSION, kind="overload", scenario=DeploymentScenario(id=plan.id, title=plan.title),
         mode="quick" if quick else "full", settings=plan.settings(),
-        environment=Environment.from_json(describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
-                                          "environment"),
+        environment=describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
         started_utc=started, finished_utc=utc_now(), ceiling=ceiling, runs=runs)
     return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
 

@@ -43,7 +43,6 @@ from harness.model import how_fast_steps
 from harness.model.catalogue import Design, UnknownNameError, load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.how_fast_records import (
     ProfileCommands,
     ProfileCpu,
@@ -201,7 +200,7 @@ def measure_steps(args: argparse.Namespace) -> Path:
     references = reference_rows(names, bool(args.reference), work_dir)
     rows = step_rows(chain, work_dir) + references
     pinning = processes.cpu_pinning()
-    environment = Environment.from_json(describe_machine(pinning, {"wrk": tool.version()}), "environment")
+    environment = describe_machine(pinning, {"wrk": tool.version()})
     started = utc_now()
     for repetition in range(repeat):
         order = rows if repetition % 2 == 0 else list(reversed(rows))
@@ -379,8 +378,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         connections=CONNECTIONS,
         started_utc=started,
         finished_utc=utc_now(),
-        environment=Environment.from_json(describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
-                                          "environment"),
+        environment=describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
         commands=ProfileCommands(server=server_command, load=processes.pinned(load_command, pinning["load"]),
                                  profiler=processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning["load"])),
         cpu=ProfileCpu(user_seconds=round(after[0] - before[0], 2), system_seconds=round(after[1] - before[1], 2),

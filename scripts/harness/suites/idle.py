@@ -44,7 +44,6 @@ from harness.clients import probe
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.idle_record import IdleProbe, IdleRecord
 from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import GroupSampler, sample_group
@@ -183,7 +182,7 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
         server_exit_code=server.exit_code,  # after its graceful stop: 0 expected
         started_utc=started_utc,
         finished_utc=environment.utc_now(),
-        environment=Environment.from_json(environment.describe_machine(pinning, {}), "environment"),
+        environment=environment.describe_machine(pinning, {}),
     )
 
 

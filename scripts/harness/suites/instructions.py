@@ -54,7 +54,6 @@ from harness.model.catalogue import Catalogue, Design
 from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.instructions_record import CountRow, CountRun, InstructionsRecord, Measurement
 from harness.model.suite_settings import CountSettings
 from harness.suites import how_fast
@@ -269,7 +268,7 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
                 "the kernel's work is not counted",
         valgrind=version,
         wrapper=valgrind_wrapper("valgrind", Path("<log dir>")),
-        environment=Environment.from_json(describe_machine(pinning, {"valgrind": version}), "environment"),
+        environment=describe_machine(pinning, {"valgrind": version}),
         started_utc=started,
         finished_utc=utc_now(),
         rows=[row.row() for row in rows],

@@ -52,7 +52,6 @@ from harness.model.records import (
     SCRATCH_RESULTS_DIR,
     write_record_atomic,
 )
-from harness.model.records.common import Environment
 from harness.model.records.multi_process_records import (
     Bin,
     Failure,
@@ -290,8 +289,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
         scenario=RestartScenario(id=plan.id, title=plan.title, rate=plan.rate, seconds=plan.seconds, delay=plan.delay,
                                  restarts=plan.restarts, every=plan.every, moments=plan.moments(),
                                  repeat=plan.repeat, bin_seconds=BIN_SECONDS, quick=quick),
-        environment=Environment.from_json(describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
-                                          "environment"),
+        environment=describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         started_utc=started, finished_utc=utc_now(), targets=rows)
     default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
@@ -385,8 +383,8 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
         scenario=InFlightScenario(id=plan.id, title=plan.title, delay=plan.delay, idle=plan.idle, long=plan.long,
                                   restart_after=plan.restart_after, next_after=plan.next_after, repeat=plan.repeat,
                                   quick=quick),
-        environment=Environment.from_json(describe_machine(
-            pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}), "environment"),
+        environment=describe_machine(
+            pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}),
         started_utc=started, finished_utc=utc_now(), targets=rows)
     default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
     path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"

@@ -242,7 +242,7 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     return write_record(record, quick or design_names is not None or repeat is not None, out_dir), record
 
 
-def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings, environment: dict[str, Any],
+def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings, environment: Environment,
                     started: str, outcomes: list[DesignOutcome], ceiling: DesignOutcome | None,
                     ceiling_measured_in: str | None = None, **extra: Any) -> ScenarioRecord:
     """A scenario's record: what ran, where, when, and every design's runs (finished now). `extra`: the record's
@@ -252,7 +252,7 @@ def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings,
         scenario=ScenarioEntry.from_json(scenario.to_json(), f"scenario {scenario.id}"),
         mode="quick" if quick else "full",
         settings=settings,
-        environment=Environment.from_json(environment, "environment"),
+        environment=environment,
         started_utc=started,
         finished_utc=utc_now(),
         designs=[outcome.to_outcome() for outcome in outcomes],

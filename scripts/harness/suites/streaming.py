@@ -50,7 +50,6 @@ from harness.clients import probe, verify
 from harness.model.catalogue import Catalogue, Design, UnknownNameError
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.streaming_record import (
     Distribution,
     ServerSample,
@@ -314,7 +313,7 @@ def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
     return StreamingRecord(schema=StreamingRecord.SCHEMA or 1, suite="streaming", quick=quick, started_utc=started,
                            phases=[phase.as_run() for phase in phases], slow_path=SLOW_PATH,
                            stop_cap_seconds=STOP_CAP, rows=rows, finished_utc=environment.utc_now(),
-                           environment=Environment.from_json(environment.describe_machine(pinning, {}), "environment"))
+                           environment=environment.describe_machine(pinning, {}))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

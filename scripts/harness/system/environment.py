@@ -10,6 +10,7 @@ import sysconfig
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
+from harness.model.records.common import Environment
 
 
 def utc_now() -> str:
@@ -39,10 +40,11 @@ def git_commit() -> dict[str, Any]:
     return {"commit": commit or "unknown", "dirty": dirty}
 
 
-def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, str]) -> dict[str, Any]:
-    """CPU, kernel, Python, tools, pinning and commit: what a reader needs to weigh a number."""
+def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, str]) -> Environment:
+    """CPU, kernel, Python, tools, pinning and commit: what a reader needs to weigh a number (every record's
+    `environment`, typed: a key the record class does not know fails here)."""
     runner = "github-actions" if os.environ.get("GITHUB_ACTIONS") == "true" else "local"
-    return {
+    return Environment.from_json({
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_available": len(os.sched_getaffinity(0)),
@@ -60,4 +62,4 @@ def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, st
         },
         "tools": tool_versions,
         **git_commit(),
-    }
+    }, "environment")

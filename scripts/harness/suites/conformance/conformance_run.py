@@ -23,7 +23,6 @@ from typing import Any
 from harness.clients import gunicorn_corpus, raw_exchange, reference_parsers
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.conformance_record import (
     Answer,
     ConformanceDesign,
@@ -197,7 +196,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         settings=settings.to_record(jobs_run),
         groups=[group.to_record() for group in corpus.groups],
         cases=[case.to_record() for case in cases],
-        environment=Environment.from_json(environment, "environment"),
+        environment=environment,
         started_utc=started,
         designs=designs,
         parsers=parser_results(cases),

@@ -33,7 +33,6 @@ from pathlib import Path
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
 from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
-from harness.model.records.common import Environment
 from harness.model.records.hostile_record import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
@@ -274,8 +273,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         command=["python", "scripts/bench.py", *sys.argv[2:]] if sys.argv[1:2] == ["hostile"] else sys.argv,
         settings=dataclasses.replace(settings, jobs=jobs_run),  # the record keeps the jobs that ran
         cases=cases,
-        environment=Environment.from_json(describe_machine({"server": None, "load": None}, tool_versions()),
-                                          "environment"),
+        environment=describe_machine({"server": None, "load": None}, tool_versions()),
         started_utc=started,
         finished_utc=utc_now(),
         designs=designs,
