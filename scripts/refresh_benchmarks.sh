@@ -29,7 +29,8 @@ steps=(
     "scripts/bench.py how-fast steps --chain fast-and-correct"
     "scripts/bench.py streaming"
     "scripts/bench.py conformance"
-    "scripts/bench.py deployment"
+    "scripts/bench.py deployment race"
+    "scripts/bench.py deployment overload"
     "scripts/bench.py instructions"
     "scripts/bench.py render"
 )

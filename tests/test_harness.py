@@ -417,3 +417,20 @@ def test_serve_exits_with_the_designs_own_status_after_a_stop_signal(catalogue, 
     assert serving.returncode == expected, stderr
     assert "no record was written" not in stderr and "interrupted" not in stderr
     assert f"exit status {expected}" in stderr
+
+
+@pytest.mark.skipif(shutil.which("hey") is None or shutil.which("nginx") is None,
+                    reason="needs hey and nginx, which `make test` installs")
+def test_a_run_behind_the_reverse_proxy_records_every_command_it_ran(tmp_path: Path) -> None:
+    """A design behind nginx, measured for real: its runs keep the proxy's command beside the server's and the
+    tool's, and the record they make reads back through its class (a key the record does not know would stop the
+    run at its first cell: the kind of mistake the committed records, made before the key, cannot show)."""
+    scenario = CATALOGUE.scenarios["designing-servers-behind-nginx"]
+    path, record = runner.run_scenario(CATALOGUE, scenario, ["thread-per-connection"], quick=True, repeat=None,
+                                       out_dir=tmp_path)
+    (design,) = record.designs
+    assert design.status == "ok", design.problems
+    (run,) = design.runs
+    assert run.proxy_command is not None and "nginx" in " ".join(run.proxy_command)
+    assert run.server_command is not None and run.load_command is not None
+    assert type(record).from_json(json.loads(path.read_text(encoding="utf-8"))) == record

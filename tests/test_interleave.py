@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness.model.records.scenario_record import Run
 from harness.model.settings import ScenarioSettings
 from harness.suites import interleave, plan
 
@@ -34,8 +35,8 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
                 **kwargs: Any) -> None:
         order.append((scenario.id, outcome.design.name, repetition))
         # The interpreter the run was asked for, where a real tool's run keeps its command.
-        outcome.runs.append({"tool": "recorder", "concurrency": settings.concurrency[0], "requests_per_second": 100.0,
-                             "error": None, "command": [f"python{settings.python}"]})
+        outcome.runs.append(Run(tool="recorder", concurrency=settings.concurrency[0], requests_per_second=100.0,
+                                command=[f"python{settings.python}"]))
 
     monkeypatch.setattr(interleave, "measure_design_once", measure)
     monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)

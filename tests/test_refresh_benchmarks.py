@@ -4,6 +4,7 @@ The script is run with a stand-in for Python that logs each bench.py step and ex
 code the test chose for it, so these tests take milliseconds and measure nothing.
 """
 
+import importlib.util
 import subprocess
 from pathlib import Path
 
@@ -14,8 +15,8 @@ SCRIPT = REPO_ROOT / "scripts" / "refresh_benchmarks.sh"
 ALL_STEPS = ["scripts/bench.py run", "scripts/bench.py run --out results/rerun", "scripts/bench.py hostile",
              "scripts/bench.py restart", "scripts/bench.py restart --in-flight", "scripts/bench.py balance",
              "scripts/bench.py how-fast steps", "scripts/bench.py how-fast steps --chain fast-and-correct",
-             "scripts/bench.py streaming", "scripts/bench.py conformance", "scripts/bench.py deployment",
-             "scripts/bench.py instructions", "scripts/bench.py render"]
+             "scripts/bench.py streaming", "scripts/bench.py conformance", "scripts/bench.py deployment race",
+             "scripts/bench.py deployment overload", "scripts/bench.py instructions", "scripts/bench.py render"]
 
 
 def refresh(tmp_path: Path, exit_codes: list[int]) -> tuple[int, list[str]]:
@@ -34,6 +35,20 @@ def refresh(tmp_path: Path, exit_codes: list[int]) -> tuple[int, list[str]]:
                               timeout=30)
     calls = log.read_text().splitlines() if log.exists() else []
     return finished.returncode, calls
+
+
+def test_every_step_is_a_command_bench_py_takes():
+    """The stand-in interpreter below runs nothing, so a step bench.py would refuse (exit 2: `deployment` without its
+    part did) is caught here: each parses with bench.py's own parser."""
+    spec = importlib.util.spec_from_file_location("bench", REPO_ROOT / "scripts" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    parser = bench.build_parser()
+    for step in ALL_STEPS:
+        script, *arguments = step.split()
+        assert script == "scripts/bench.py"
+        assert parser.parse_args(arguments).handler is not None, step
 
 
 def test_every_step_runs_and_success_exits_0(tmp_path):

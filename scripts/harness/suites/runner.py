@@ -51,7 +51,7 @@ class DesignOutcome:
     problems: list[str] = field(default_factory=list)
     stderr_tail: str = ""
     server_exit_codes: list[int | None] = field(default_factory=list)
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)  # each checked against the record's Run as it is added
     verified: dict[str, Any] = field(default_factory=dict)  # what the checks before measuring proved
 
     def fail(self, problem: str, stderr_tail: str = "", status: str = "failed") -> None:
@@ -61,13 +61,12 @@ class DesignOutcome:
         self.stderr_tail = stderr_tail or self.stderr_tail
 
     def to_outcome(self, **extra: Any) -> Outcome:
-        """The record's typed outcome: every run checked against the record's Run (a misspelt key fails here)."""
+        """The record's typed outcome."""
         return Outcome(name=self.design.name, title=self.design.title, model=self.design.model,
                        reproduces=self.design.reproduces, status=self.status, problems=self.problems,
                        verified=self.verified, stderr_tail=self.stderr_tail,
                        server_exit_codes=self.server_exit_codes,
-                       runs=[Run.from_json(run, f"{self.design.name}.runs[{index}]")
-                             for index, run in enumerate(self.runs)], **extra)
+                       runs=self.runs, **extra)
 
 
 def announce(role: str, command: list[str]) -> None:
@@ -174,7 +173,9 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                 short = None if run.get("error") else too_short(run, level_settings)
                 if short:
                     run["error"] = short  # kept in the record, with its numbers; no table shows it as one
-                outcome.runs.append(run)
+                # Typed now, not when the record is written: a key the record does not know stops the run at its
+                # first cell (exit 3, a bug), instead of after every cell of the scenario has been measured.
+                outcome.runs.append(Run.from_json(run, f"{design.name}.runs[{len(outcome.runs)}]"))
                 if not server.alive():
                     outcome.fail(f"server died during the run (exit code {server.process.returncode})",
                                  server.stderr_tail())
@@ -304,7 +305,7 @@ def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, 
         return
     sized = DesignOutcome(plan.sized_design(settings, outcome.design, size))
     measure_design_once(sized, scenario, settings, repetition, tool, pinning, progress, database)
-    outcome.runs += [{**run, "size": size} for run in sized.runs]
+    outcome.runs += [dataclasses.replace(run, size=size) for run in sized.runs]
     outcome.server_exit_codes += sized.server_exit_codes
     outcome.verified = sized.verified or outcome.verified
     for problem in sized.problems:

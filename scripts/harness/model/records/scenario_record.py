@@ -133,6 +133,7 @@ class Run(Typed):
     header_statistic: HeaderStatistic | None = optional()
     stopped_by_time_limit: bool | None = optional()
     requests_sent: int | None = optional()
+    proxy_command: list[str] | None = optional()  # the reverse proxy's, for a design behind one
     delay_proxy_command: list[str] | None = optional()
     status_counts: dict[str, int] | None = optional()
     latency_ms_2xx: Latency | None = optional()
