@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_records import fake_outcome, fake_record, fake_run
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records, rerun_dir
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.stats import median_interval, spread
-from harness.render import memory, multi_process_tables, plots, repeatability, site
+from harness.render import cells, memory, multi_process_tables, plots, repeatability, site
 from harness.render.cells import cells_by_level, level_key, spread_warning
 
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
@@ -471,3 +472,18 @@ def test_the_medians_interval_is_the_narrowest_pair_of_order_statistics_that_hol
     assert median_interval(runs) == (k, count + 1 - k, pytest.approx(confidence))
     with pytest.raises(ValueError):
         median_interval([])
+
+
+def test_the_tools_ceiling_is_the_most_it_reached_at_a_level_not_only_against_the_ceiling_design() -> None:
+    """A design the tool drove past the ceiling run shows the tool can go that fast: the ceiling is its rate, no cell
+    reads above 100%, and a cell that was near the ceiling run but is far from the faster design is not tool-bound."""
+    settings = {"requests": 0, "concurrency": [50], "time_limit": 2, "delay": 0, "repeat": 1, "ceiling": "nginx"}
+    record = fake_record({"id": "ceilings"}, settings,
+                         [fake_outcome("fast", [fake_run(concurrency=50, requests_per_second=150.0)]),
+                          fake_outcome("slow", [fake_run(concurrency=50, requests_per_second=110.0)])],
+                         ceiling=fake_outcome("nginx", [fake_run(concurrency=50, requests_per_second=100.0)]))
+    ceiling = cells.ceilings(record)[50]
+    assert ceiling == 150.0
+    fast, slow = ({"rate": spread([rate]), "runs": []} for rate in (150.0, 110.0))
+    assert cells.rate_flags(fast, ceiling) == " ⚠ tool-bound (100%)"
+    assert cells.rate_flags(slow, ceiling) == ""  # 73% of what the tool reached; 110% of the ceiling run alone

@@ -106,11 +106,18 @@ def rate_medians(record: ScenarioRecord) -> dict[tuple[str, float], float]:
 
 
 def ceilings(record: ScenarioRecord) -> dict[float, float]:
-    """The tool's ceiling (median requests/s against the ceiling design) by level."""
+    """The tool's ceiling by level: the highest median requests/s the tool reached at that level in the scenario,
+    against its ceiling design or any faster one (a design the tool drove faster shows the tool can do at least
+    that much). None of the scenario's cells, then, is above its ceiling."""
     if record.ceiling is None:
         return {}
-    return {level: spread([run.requests_per_second for run in runs])["median"]
-            for level, runs in cells_by_level(record.ceiling.runs, level_key(record)).items()}
+    by_level: dict[float, float] = {}
+    for outcome in record.outcomes():
+        for level, runs in cells_by_level(outcome.runs, level_key(record)).items():
+            rates = [run.requests_per_second for run in runs if run.requests_per_second is not None and not run.error]
+            if rates:
+                by_level[level] = max(by_level.get(level, 0.0), spread(rates)["median"])
+    return by_level
 
 
 def tool_bound(median_rate: float, ceiling: float | None) -> bool:

@@ -59,14 +59,24 @@ def rate_cell_flags(record: StepsRecord, row: StepsRow, ceiling: float | None) -
     return rate_flags({"rate": spread(rates(row)), "runs": row.runs}, ceiling)
 
 
+def tool_ceiling(ceiling_row: str | None, summaries: dict[str, dict[str, Any]]) -> tuple[str | None, float | None]:
+    """The row whose median is the tool's ceiling, and that median: the highest any row reached, the ceiling row's
+    or a faster one's (as cells.ceilings does for a scenario: a rate wrk reached is a rate it can reach); none
+    when the record measured no ceiling row."""
+    if not ceiling_row or (summaries.get(ceiling_row) or {}).get("rps") is None:
+        return ceiling_row, None
+    name = max((name for name, summary in summaries.items() if summary["rps"] is not None),
+               key=lambda name: summaries[name]["rps"])
+    return name, summaries[name]["rps"]
+
+
 def steps_table(record: StepsRecord) -> str:
     """One row per step, then the reference servers measured in the same run."""
     settings = record.settings
     reference_name = settings.relative_to
     summaries = {row.name: row_summary(row) for row in record.rows}
     reference = (summaries.get(reference_name) or {}).get("rps") if reference_name else None
-    ceiling_name = settings.ceiling
-    ceiling = (summaries.get(ceiling_name) or {}).get("rps") if ceiling_name else None
+    ceiling_name, ceiling = tool_ceiling(settings.ceiling, summaries)
     lines = ["| | Server | req/s (median, min–max) | CPU µs per request | % of " + (reference_name or "–") + " |",
              "|---|---|---|---|---|"]
     for row in record.rows:
@@ -105,10 +115,10 @@ def flags_sentence(record: StepsRecord, ceiling_name: str | None, ceiling: float
     if ceiling is None:
         where = "no ceiling was measured, so no row is flagged tool-bound"
     else:
-        where = (f"the tool's ceiling is the {ceiling_name} row ({titles.get(ceiling_name or '', ceiling_name)}, "
-                 f"{ceiling:,.0f} req/s): the design the `{record.settings.ceiling_scenario}` scenario "
-                 "measures as its ceiling, here in the same "
-                 "run, so a share above 100% means that row outran it")
+        where = (f"the tool's ceiling is the highest median wrk reached in this run, the {ceiling_name} row's "
+                 f"({titles.get(ceiling_name or '', ceiling_name)}, {ceiling:,.0f} req/s), measured beside "
+                 f"{record.settings.ceiling}, the design the `{record.settings.ceiling_scenario}` scenario measures "
+                 "as its ceiling")
     return (f"⚠ spread: the row's runs lie further apart than {SPREAD_PERCENT} of its median; ⚠ tool-bound "
             f"(share): the row's median is {TOOL_BOUND_PERCENT} or more of the tool's ceiling, so the row measures wrk "
             f"as much as the server; {where}.")

@@ -67,6 +67,8 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
         key = _ceiling_key(settings, scenario.tool)
         if settings.ceiling and key not in ceilings:
             ceilings[key] = DesignOutcome(catalogue.design(settings.ceiling))
+            if not quick:  # the same drain as every design's cell (runner.measure_all says why)
+                ports.wait_for_time_wait_drain()
             measure_design_once(ceilings[key], scenario,
                                 dataclasses.replace(settings, delay=0.0, work=0, python=None), 0,
                                 require_tool(scenario.tool), pinning, progress)

@@ -276,7 +276,12 @@ def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design],
                 pinning: dict[str, str | None], progress: plan.Progress, database: str | None) -> None:
     """The tool's ceiling first (if any), then every design, repetition by repetition, in alternating order."""
     if ceiling is not None:
-        # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters.
+        # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters. After the
+        # same TIME_WAIT drain as every design's cell: measured first, it could otherwise pay for connections the
+        # scenario before it left behind (the hello sweep's single ceiling run read 11,655 req/s at 50 clients, its own
+        # NGINX rows 20,167; render/cells.ceilings takes the higher of the two).
+        if not quick:
+            ports.wait_for_time_wait_drain()
         measure_design_once(ceiling, scenario, dataclasses.replace(settings, delay=0.0, work=0), 0, tool, pinning,
                             progress)
     for repetition in range(settings.repeat):
