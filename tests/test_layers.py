@@ -190,7 +190,7 @@ def test_the_fixture_fails_when_its_whole_group_is_signalled(tmp_path) -> None:
 def test_the_balance_suite_stops_a_design_through_its_main_process(tmp_path) -> None:
     catalogue = stop_fixture_catalogue(main_process_only=True)
     row = balance.measure(catalogue, "stop-through-main-process", 2, 40, tmp_path,
-                          {"server": None, "load": None})
+                          processes.NO_PINNING)
     assert row.exit_code == 0, (tmp_path / "stop-through-main-process-2" / "server.stderr").read_text()
     assert len(row.served) == 2  # both workers reported: each was told by the main process
     assert row.requests_ok == 40

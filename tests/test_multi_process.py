@@ -13,6 +13,7 @@ from harness.model.records.multi_process_records import BalanceRecord, Bin, Rest
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import multi_process_tables
 from harness.suites import balance, restart
+from harness.system import processes
 
 from conftest import CATALOGUE, write_restart_plan
 
@@ -148,7 +149,7 @@ def test_balance_reads_each_workers_count_and_renders_the_busiest_against_the_av
 @pytest.mark.slow
 def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
     row = balance.measure(CATALOGUE, "event-loop-workers-reuseport", 2, 200, tmp_path,
-                          {"server": None, "load": None})
+                          processes.NO_PINNING)
     assert len(row.served) == 2 and row.failed == 0
     assert sum(row.served) >= 200  # every request, plus the harness's readiness probe connection
 

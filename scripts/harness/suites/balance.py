@@ -44,7 +44,7 @@ def served_per_worker(stdout: str) -> list[int]:
 
 
 def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_dir: Path,
-            pinning: dict[str, str | None]) -> BalanceRow:
+            pinning: processes.CpuPinning) -> BalanceRow:
     design = catalogue.design(name)
     port = processes.free_port()
     workdir = log_dir / f"{name}-{workers}"
@@ -52,11 +52,11 @@ def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_di
     command = launcher.design_command(design, port, DELAY, workdir, extra_arguments=workers_argument)
     load = [sys.executable, str(HTTP_LOAD), f"http://{processes.LOOPBACK}:{port}/", "--requests", str(requests),
             "--concurrency", str(CONCURRENCY)]
-    print(f"  server: {' '.join(processes.pinned(command, pinning['server']))}\n"
-          f"  load:   {' '.join(processes.pinned(load, pinning['load']))}", flush=True)
-    with launcher.running_design(design, port, DELAY, workdir, cpu=pinning["server"],
+    print(f"  server: {' '.join(processes.pinned(command, pinning.server))}\n"
+          f"  load:   {' '.join(processes.pinned(load, pinning.load))}", flush=True)
+    with launcher.running_design(design, port, DELAY, workdir, cpu=pinning.server,
                                  extra_arguments=workers_argument) as server:
-        result = processes.run_tool(load, timeout=120, cpu=pinning["load"])
+        result = processes.run_tool(load, timeout=120, cpu=pinning.load)
     report = LoadReport.from_json(json.loads(result.stdout), "http_load.py's report")
     counts = served_per_worker(server.stdout_path.read_text(encoding="utf-8"))
     return BalanceRow(name=name, title=design.title, workers=workers, server_command=command, load_command=load,

@@ -122,15 +122,15 @@ def proxied(catalogue: Catalogue, target: Target, delay: float, log_dir: Path, p
 
 
 def race_run(catalogue: Catalogue, target: Target, plan: RacePlan, log_dir: Path,
-             pinning: dict[str, str | None]) -> RaceRun:
+             pinning: processes.CpuPinning) -> RaceRun:
     """One run of the race: the design behind nginx, the bursts, every answer counted."""
-    with proxied(catalogue, target, 0.0, log_dir, plan.proxy, pinning["server"]) as (server, proxy):
+    with proxied(catalogue, target, 0.0, log_dir, plan.proxy, pinning.server) as (server, proxy):
         assert proxy is not None
         command = race_command(proxy.port, target, plan)
-        load_command = processes.pinned(command, pinning["load"])
+        load_command = processes.pinned(command, pinning.load)
         print(f"  server: {' '.join(server.command)}\n  load:   {' '.join(load_command)}", flush=True)
         timeout = (plan.bursts + 1) * (target.timeout_s + 12) + 60
-        completed = processes.run_tool(command, timeout=timeout, cpu=pinning["load"], cwd=REPO_ROOT)
+        completed = processes.run_tool(command, timeout=timeout, cpu=pinning.load, cwd=REPO_ROOT)
         server_alive = server.alive()
     run = RaceRun(design=target.design, label=target.label, method=target.method, arguments=target.arguments,
                   timeout_s=target.timeout_s, source=target.source, server_command=server.command,
@@ -180,12 +180,12 @@ def overload_targets(plan: OverloadPlan, catalogue: Catalogue) -> list[Target]:
 
 
 def overload_run(catalogue: Catalogue, target: Target, plan: OverloadPlan, log_dir: Path,
-                 pinning: dict[str, str | None], rates: list[float], delay: float) -> OverloadRun:
+                 pinning: processes.CpuPinning, rates: list[float], delay: float) -> OverloadRun:
     """One server through every rate in turn (the same process: does it recover when the load drops?)."""
     tool = require_tool("vegeta")
     cells: list[OverloadCell] = []
     error = None
-    with proxied(catalogue, target, delay, log_dir, None, pinning["server"]) as (server, _):
+    with proxied(catalogue, target, delay, log_dir, None, pinning.server) as (server, _):
         url = f"http://{server.host}:{server.port}/"
         for index, rate in enumerate(rates):
             settings = ScenarioSettings.for_tool(plan.schedule_seconds, plan.max_in_flight, rate=rate,
@@ -193,10 +193,10 @@ def overload_run(catalogue: Catalogue, target: Target, plan: OverloadPlan, log_d
             workdir = log_dir / f"{index}-rate{rate:g}"
             print(f"  rate {rate:g}/s: {' '.join(tool.command(url, plan.max_in_flight, settings, workdir))}",
                   flush=True)
-            cell = OverloadCell.from_json(tool.run(url, plan.max_in_flight, settings, workdir, pinning["load"]),
+            cell = OverloadCell.from_json(tool.run(url, plan.max_in_flight, settings, workdir, pinning.load),
                                           f"vegeta's run of {target.design} at {rate:g}/s")
             cells.append(replace(cell, multiple=plan.multiples[index] if index < len(plan.multiples) else None,
-                                 load_command=processes.pinned(cell.command, pinning["load"])))
+                                 load_command=processes.pinned(cell.command, pinning.load)))
             if not server.alive():
                 error = f"the server died at {rate:g} requests/s: {server.stderr_tail()[-400:]}"
                 break

@@ -141,7 +141,7 @@ def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[Pla
     return rows
 
 
-def measure_row(row: PlannedRow, seconds: int, pinning: dict[str, str | None], log_dir: Path) -> StepsRun:
+def measure_row(row: PlannedRow, seconds: int, pinning: processes.CpuPinning, log_dir: Path) -> StepsRun:
     """Start the row's server, check its answer, prime it, run wrk once, stop it; the run (its `error` says what
     went wrong)."""
     tool = require_tool("wrk")
@@ -149,7 +149,7 @@ def measure_row(row: PlannedRow, seconds: int, pinning: dict[str, str | None], l
     log_dir.mkdir(parents=True, exist_ok=True)
     design = row.design
     where = f"{row.name}: wrk's run"
-    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"]) as server:
+    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning.server) as server:
         row.server_command = server.command
         problems = probe.verify_http(server.host, server.port)
         if problems:
@@ -158,7 +158,7 @@ def measure_row(row: PlannedRow, seconds: int, pinning: dict[str, str | None], l
         settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True)
         with GroupSampler(server.process.pid) as sampler:
             run = StepsRun.from_json(tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings,
-                                              log_dir / "wrk", pinning["load"]), where)
+                                              log_dir / "wrk", pinning.load), where)
         resources = ServerResources.from_json(sampler.summary(run.complete or 0), f"{where}: server resources")
     error = run.error
     if server.exit_code != 0 and not error:
@@ -331,7 +331,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
     load_command = tool.command(f"http://{processes.LOOPBACK}:{port}/", CONNECTIONS,
                                 ScenarioSettings.for_tool(seconds + 2, CONNECTIONS, keep_alive=True))
     started = utc_now()
-    with launcher.running_design(fastest, port, 0.0, log_dir, cpu=pinning["server"]) as server:
+    with launcher.running_design(fastest, port, 0.0, log_dir, cpu=pinning.server) as server:
         server_command = server.command
         problems = probe.verify_http(server.host, server.port)
         if problems:
@@ -340,20 +340,20 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         verify.prime(server.host, server.port)
         # First without the profiler: its stops cost the server time, so the CPU per request is measured apart.
         before = cpu_seconds(server.process.pid)
-        clean = processes.run_tool(processes.pinned(load_command, pinning["load"]), timeout=seconds + 40)
+        clean = processes.run_tool(processes.pinned(load_command, pinning.load), timeout=seconds + 40)
         after = cpu_seconds(server.process.pid)
         with tempfile.TemporaryDirectory() as scratch:
             raw_path = Path(scratch) / "raw.txt"
             profiler_command = [py_spy, "record", "--native", "--rate", str(args.rate), "--duration",
                                 str(seconds), "--format", "raw", "--output", str(raw_path), "--pid",
                                 str(server.process.pid)]
-            load = subprocess.Popen(processes.pinned(load_command, pinning["load"]), stdout=subprocess.PIPE,
+            load = subprocess.Popen(processes.pinned(load_command, pinning.load), stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, start_new_session=True, text=True)
             try:
                 time.sleep(1.0)  # wrk has connected and the server is busy before sampling starts
                 profiled_before = cpu_seconds(server.process.pid)
                 sampling_started = time.monotonic()
-                subprocess.run(processes.pinned(profiler_command, pinning["load"]), check=True, capture_output=True,
+                subprocess.run(processes.pinned(profiler_command, pinning.load), check=True, capture_output=True,
                                timeout=seconds + 30)
                 profiled_after = cpu_seconds(server.process.pid)
                 sampling_seconds = time.monotonic() - sampling_started
@@ -379,8 +379,8 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         started_utc=started,
         finished_utc=utc_now(),
         environment=describe_machine(pinning, {"wrk": tool.version(), "py-spy": version}),
-        commands=ProfileCommands(server=server_command, load=processes.pinned(load_command, pinning["load"]),
-                                 profiler=processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning["load"])),
+        commands=ProfileCommands(server=server_command, load=processes.pinned(load_command, pinning.load),
+                                 profiler=processes.pinned(profiler_command[:-1] + ["<server pid>"], pinning.load)),
         cpu=ProfileCpu(user_seconds=round(after[0] - before[0], 2), system_seconds=round(after[1] - before[1], 2),
                        note="the server's own CPU time over a wrk run without the profiler, before the profiled one"),
         wrk=wrk,

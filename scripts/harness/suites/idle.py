@@ -119,7 +119,7 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     command = launcher.design_command(design, port, 0.0, log_dir, extra_arguments=server_args)
     held: list[socket.socket] = []
     refused: dict[str, int] = {}
-    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning["server"],
+    with launcher.running_design(design, port, 0.0, log_dir, cpu=pinning.server,
                                  extra_arguments=server_args) as server:
         started_utc = environment.utc_now()
         baseline = sample_group(server.process.pid)

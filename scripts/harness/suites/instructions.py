@@ -258,7 +258,7 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
         except (launcher.InterpreterMissingError, subprocess.SubprocessError) as error:
             row.problems.append(str(error))
             continue
-        measure_row(row, counts.requests, counts.measurements, pinning["server"], valgrind)
+        measure_row(row, counts.requests, counts.measurements, pinning.server, valgrind)
     record = InstructionsRecord(
         schema=InstructionsRecord.SCHEMA or 1,
         kind="instructions",

@@ -183,7 +183,7 @@ def restart_server(target: RestartPlanTarget, stack: contextlib.ExitStack, serve
 
 
 def measure_target(catalogue: Catalogue, plan: RestartPlan, target: RestartPlanTarget, port: int, log_dir: Path,
-                   pinning: dict[str, str | None], repetition: int = 0) -> RestartRun:
+                   pinning: processes.CpuPinning, repetition: int = 0) -> RestartRun:
     """One run of a target: start it, load it, restart it at each moment, stop it; one run of its row."""
     design = catalogue.design(target.design)
     workdir = log_dir / f"{design.name}-{target.method}" / f"repetition-{repetition}"
@@ -191,17 +191,17 @@ def measure_target(catalogue: Catalogue, plan: RestartPlan, target: RestartPlanT
     command = launcher.design_command(design, port, plan.delay, workdir)
     timeline_path = workdir / "timeline.json"
     client_command = load_command(port, plan, timeline_path)
-    print(f"  server: {' '.join(processes.pinned(command, pinning['server']))}", flush=True)
-    print(f"  load:   {' '.join(processes.pinned(client_command, pinning['load']))}", flush=True)
+    print(f"  server: {' '.join(processes.pinned(command, pinning.server))}", flush=True)
+    print(f"  load:   {' '.join(processes.pinned(client_command, pinning.load))}", flush=True)
 
     def start() -> contextlib.AbstractContextManager[processes.RunningServer]:
-        return launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"])
+        return launcher.running_design(design, port, plan.delay, workdir, cpu=pinning.server)
 
     restarts: list[tuple[float, float]] = []  # seconds from the load's start on the harness's clock, and taken
     server_alive = True
     with contextlib.ExitStack() as stack:
         server = stack.enter_context(start())
-        with started_client(client_command, pinning["load"], workdir) as client:
+        with started_client(client_command, pinning.load, workdir) as client:
             began = time.perf_counter()
             for moment in plan.moments():
                 time.sleep(max(0.0, began + moment - time.perf_counter()))
@@ -333,18 +333,18 @@ def read_line(stream: Any, timeout: float) -> str:
 
 
 def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlightPlanTarget, port: int, log_dir: Path,
-                      pinning: dict[str, str | None], repetition: int = 0) -> InFlightRun:
+                      pinning: processes.CpuPinning, repetition: int = 0) -> InFlightRun:
     """One run: start the design, let the probe open its connections, restart at its line, record what it saw."""
     design = catalogue.design(target.design)
     workdir = log_dir / f"{design.name}-in-flight" / f"repetition-{repetition}"
     workdir.mkdir(parents=True, exist_ok=True)
     command = probe_command(port, plan)
-    pinned_probe = processes.pinned(command, pinning["load"])
+    pinned_probe = processes.pinned(command, pinning.load)
     signal_lag_s, report, error = None, None, None
-    with launcher.running_design(design, port, plan.delay, workdir, cpu=pinning["server"],
+    with launcher.running_design(design, port, plan.delay, workdir, cpu=pinning.server,
                                  extra_arguments=target.arguments) as server:
         print(f"  server: {' '.join(server.command)}\n  probe:  {' '.join(pinned_probe)}", flush=True)
-        with started_client(command, pinning["load"], workdir) as client:
+        with started_client(command, pinning.load, workdir) as client:
             assert client.stdout is not None
             line = read_line(client.stdout, plan.delay + 30)
             if not line.startswith("restart "):

@@ -102,7 +102,7 @@ def too_short(run: dict[str, Any], settings: ScenarioSettings) -> str | None:
 
 
 def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: ScenarioSettings, repetition: int,
-                        tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
+                        tool: Any, pinning: processes.CpuPinning, progress: plan.Progress,
                         database: str | None = None) -> None:
     """Start one design, verify it, run every concurrency level once, stop it."""
     design = outcome.design
@@ -114,7 +114,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
     port = ports.run_port("server", design)
     log_dir = launcher.LOG_DIR / scenario.id / design.name / f"repetition-{repetition}"
     try:
-        with launcher.running_design(design, port, settings.delay, log_dir, cpu=pinning["server"],
+        with launcher.running_design(design, port, settings.delay, log_dir, cpu=pinning.server,
                                      work=settings.work, python=settings.python,
                                      database=database,
                                      extra_arguments=settings.server_arguments) as server, \
@@ -123,11 +123,11 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
             target = server
             if settings.proxy:
                 target = front.enter_context(launcher.reverse_proxy(settings.proxy, server.port, log_dir,
-                                                                    pinning["server"]))
+                                                                    pinning.server))
                 commands["proxy_command"] = target.command
             if settings.network_delay_ms:  # a slow network path between the tool and the design
                 target = front.enter_context(launcher.delayed_path(target.port, settings.network_delay_ms,
-                                                                   log_dir, pinning["load"]))
+                                                                   log_dir, pinning.load))
                 commands["delay_proxy_command"] = target.command
             verification = verify.verify(design, target.host, target.port, keep_alive, pipelining,
                                          tool.keep_alive_version or "HTTP/1.1")
@@ -151,19 +151,19 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                 for role in ("server", "proxy", "delay_proxy"):  # under every cell's line: each cell can be re-run from its own
                     if f"{role}_command" in commands:
                         announce(role, commands[f"{role}_command"])
-                warm_up = warm_up_run(tool, url, concurrency, level_settings, workdir, pinning["load"])
+                warm_up = warm_up_run(tool, url, concurrency, level_settings, workdir, pinning.load)
                 announce("load", processes.pinned(tool.command(url, concurrency, level_settings, workdir),
-                                                  pinning["load"]))
+                                                  pinning.load))
                 time_wait_before, overflows_before = ports.time_wait_sockets(), ports.time_wait_overflows()
                 with GroupSampler(server.process.pid) as sampler:
-                    run = tool.run(url, concurrency, level_settings, workdir, pinning["load"])
+                    run = tool.run(url, concurrency, level_settings, workdir, pinning.load)
                 if level_settings.timeline and not run.get("error") and server.alive():
                     run["traced"] = traced_run(tool, url, concurrency, level_settings, workdir / "traced", pinning,
                                                server.process.pid)
                 overflows_after = ports.time_wait_overflows()
                 run.setdefault("requests_requested", level_settings.requests)  # an adapter may know better
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
-                run.update(commands, load_command=processes.pinned(run["command"], pinning["load"])
+                run.update(commands, load_command=processes.pinned(run["command"], pinning.load)
                            if run.get("command") else None)
                 run.update(repetition=repetition, warm_up=warm_up, time_wait_before=time_wait_before,
                            time_wait_overflows=None if None in (overflows_before, overflows_after)
@@ -203,13 +203,13 @@ TRACED_KEYS = ("timeline", "server_trace", "clock_start_unix_s", "complete", "fa
 
 
 def traced_run(tool: Any, url: str, concurrency: int, settings: ScenarioSettings, workdir: Path,
-               pinning: dict[str, str | None], pgid: int) -> dict[str, Any]:
+               pinning: processes.CpuPinning, pgid: int) -> dict[str, Any]:
     """The same load once more, the server's system calls traced (system/syscall_trace.py): the timeline player's run.
 
     Apart from the measured run, because strace stops the server at every traced call: the record's rates and
     latencies stay the untraced run's, and this run's own say how much slower tracing made it."""
-    with syscall_trace.SyscallTrace(processes.group_pids(pgid), workdir / "server.strace", pinning["server"]) as trace:
-        traced = tool.run(url, concurrency, settings, workdir, pinning["load"])
+    with syscall_trace.SyscallTrace(processes.group_pids(pgid), workdir / "server.strace", pinning.server) as trace:
+        traced = tool.run(url, concurrency, settings, workdir, pinning.load)
     syscall_trace.add_to_timeline(traced, trace.connections(), trace.command)
     return {key: traced.get(key) for key in TRACED_KEYS}
 
@@ -273,7 +273,7 @@ def write_record(record: ScenarioRecord, partial: bool, out_dir: Path | None) ->
 
 def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design], outcomes: dict[str, DesignOutcome],
                 ceiling: DesignOutcome | None, settings: ScenarioSettings, quick: bool, tool: Any,
-                pinning: dict[str, str | None], progress: plan.Progress, database: str | None) -> None:
+                pinning: processes.CpuPinning, progress: plan.Progress, database: str | None) -> None:
     """The tool's ceiling first (if any), then every design, repetition by repetition, in alternating order."""
     if ceiling is not None:
         # The tool's ceiling: the fastest server we have, with no simulated call, same tool and parameters. After the
@@ -302,7 +302,7 @@ def measure_all(catalogue: Catalogue, scenario: Scenario, designs: list[Design],
 
 
 def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, settings: ScenarioSettings,
-                  repetition: int, tool: Any, pinning: dict[str, str | None], progress: plan.Progress,
+                  repetition: int, tool: Any, pinning: processes.CpuPinning, progress: plan.Progress,
                   database: str | None) -> None:
     """measure_design_once at one count of a sizing sweep: its runs say their `size`, and join the design's."""
     if size is None:

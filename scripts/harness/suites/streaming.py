@@ -198,10 +198,10 @@ class Stop:
     after_open_seconds: float
 
 
-def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None]) -> StreamRow:
+def measure_design(design: Design, phase: Phase, pinning: processes.CpuPinning) -> StreamRow:
     """One design under one phase: the samples over time, the client's counts, and for `stop` the stop."""
     port = processes.free_port()
-    with launcher.running_design(design, port, 0.0, LOG_DIR / design.name, cpu=pinning["server"],
+    with launcher.running_design(design, port, 0.0, LOG_DIR / design.name, cpu=pinning.server,
                                  stop_grace=STOP_CAP) as server:
         problems = verify.verify(design, server.host, server.port).problems
         if problems:
@@ -210,7 +210,7 @@ def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None])
         started = time.monotonic()
         samples = [sample(server.process.pid, server.host, server.port, started)]
         command = client_command(phase, port)
-        client = ClientRun(command, phase.seconds + STOP_CAP + 60, pinning["load"])  # a hard cap: the client ends first
+        client = ClientRun(command, phase.seconds + STOP_CAP + 60, pinning.load)  # a hard cap: the client ends first
         client.thread.start()
         stop: Stop | None = None
         while client.thread.is_alive():
@@ -228,7 +228,7 @@ def measure_design(design: Design, phase: Phase, pinning: dict[str, str | None])
         client.thread.join()
         alive_at_end = server.alive()
     row = StreamRow(design=design.name, phase=phase.name, server_command=server.command,
-                    load_command=processes.pinned(command, pinning["load"]),
+                    load_command=processes.pinned(command, pinning.load),
                     stop_seconds=stop.seconds if stop else None,
                     stop_sent_after_open_seconds=stop.after_open_seconds if stop else None,
                     server_alive_at_end=alive_at_end, server_exit_code=server.exit_code, status="ok", samples=samples)

@@ -11,6 +11,7 @@ from typing import Any
 
 from harness.model.paths import REPO_ROOT
 from harness.model.records.common import Environment
+from harness.system.processes import CpuPinning
 
 
 def utc_now() -> str:
@@ -40,7 +41,7 @@ def git_commit() -> dict[str, Any]:
     return {"commit": commit or "unknown", "dirty": dirty}
 
 
-def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, str]) -> Environment:
+def describe_machine(pinning: CpuPinning, tool_versions: dict[str, str]) -> Environment:
     """CPU, kernel, Python, tools, pinning and commit: what a reader needs to weigh a number (every record's
     `environment`, typed: a key the record class does not know fails here)."""
     runner = "github-actions" if os.environ.get("GITHUB_ACTIONS") == "true" else "local"
@@ -56,9 +57,9 @@ def describe_machine(pinning: dict[str, str | None], tool_versions: dict[str, st
         "gil": "disabled (free-threaded build)" if sysconfig.get_config_var("Py_GIL_DISABLED") else "enabled",
         "runner": runner,
         "pinning": {
-            "server_cpu": pinning["server"],
-            "load_tool_cpu": pinning["load"],
-            "method": "taskset" if pinning["server"] is not None else "none (fewer than 2 CPUs or no taskset)",
+            "server_cpu": pinning.server,
+            "load_tool_cpu": pinning.load,
+            "method": "taskset" if pinning.server is not None else "none (fewer than 2 CPUs or no taskset)",
         },
         "tools": tool_versions,
         **git_commit(),

@@ -58,7 +58,18 @@ def ensure_port_free(port: int, host: str = LOOPBACK) -> None:
             ) from error
 
 
-def cpu_pinning(server_on_every_cpu: bool = False) -> dict[str, str | None]:
+@dataclass(frozen=True)
+class CpuPinning:
+    """The CPUs (taskset lists) the server and the load tool are held to; None: not pinned."""
+
+    server: str | None
+    load: str | None
+
+
+NO_PINNING = CpuPinning(server=None, load=None)  # suites whose clients are not load tools, and machines of one CPU
+
+
+def cpu_pinning(server_on_every_cpu: bool = False) -> CpuPinning:
     """Which CPUs the server and the load tool get: separate cores when there are two or more.
 
     With server_on_every_cpu (a scenario's `server_cpus = "all"`), the server may run on every CPU,
@@ -68,8 +79,8 @@ def cpu_pinning(server_on_every_cpu: bool = False) -> dict[str, str | None]:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) >= 2 and shutil.which("taskset"):
         server = ",".join(str(cpu) for cpu in cpus) if server_on_every_cpu else str(cpus[0])
-        return {"server": server, "load": str(cpus[1])}
-    return {"server": None, "load": None}
+        return CpuPinning(server=server, load=str(cpus[1]))
+    return NO_PINNING
 
 
 def pinned(command: Sequence[str], cpu: str | None) -> list[str]:

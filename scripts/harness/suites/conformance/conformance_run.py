@@ -186,7 +186,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         except BaseException:
             STOPPING.set()  # Ctrl-C or a bug: every design stops after its current case and stops its server
             raise
-    environment = describe_machine({"server": None, "load": None}, {**tool_versions(), **reference_parsers.versions()})
+    environment = describe_machine(processes.NO_PINNING, {**tool_versions(), **reference_parsers.versions()})
     record = ConformanceRecord(
         schema=ConformanceRecord.SCHEMA,
         suite="conformance",

@@ -273,7 +273,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         command=["python", "scripts/bench.py", *sys.argv[2:]] if sys.argv[1:2] == ["hostile"] else sys.argv,
         settings=dataclasses.replace(settings, jobs=jobs_run),  # the record keeps the jobs that ran
         cases=cases,
-        environment=describe_machine({"server": None, "load": None}, tool_versions()),
+        environment=describe_machine(processes.NO_PINNING, tool_versions()),
         started_utc=started,
         finished_utc=utc_now(),
         designs=designs,
