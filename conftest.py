@@ -10,8 +10,10 @@ pytest_plugins = ["tests.codeblock_runs"]
 # expensive fixture stay on one worker: file by file, and the two files that read the built site
 # without a browser together (one build for both); the browser's file, the longest group (every page
 # visited twice), builds the site again on its own worker (a build takes about 13 s, the visits minutes);
-# the docs' code blocks all stay on one worker, in page order, because a page's servers listen on the
-# fixed port 8000 its commands name.
+# the docs' code blocks run on two workers, each group in page order: the blocks that start a server on
+# the fixed port its page names (marked `server` or `client`, tests/codeblock_runs.py) on one, so two
+# never listen on port 8000 at once; every other block (quick runs, renders, one-off commands, which
+# pick free ports but share build/) on the other, so two quick runs of one scenario never share its logs.
 ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py",
                     "test_browser.py"}
 SITE_FILES = {"test_site.py", "test_glossary.py"}
@@ -20,7 +22,8 @@ SITE_FILES = {"test_site.py", "test_glossary.py"}
 def pytest_itemcollected(item: pytest.Item) -> None:
     """Each test's group, as it is collected: before any pytest_collection_modifyitems (xdist reads them there)."""
     if item.path.suffix == ".md":
-        item.add_marker(pytest.mark.xdist_group("code-blocks"))
+        on_a_port = any(item.iter_markers("server")) or any(item.iter_markers("client"))
+        item.add_marker(pytest.mark.xdist_group("code-blocks-on-ports" if on_a_port else "code-blocks"))
     elif item.path.name in SITE_FILES:
         item.add_marker(pytest.mark.xdist_group("built-site"))
     elif item.path.name in ONE_WORKER_FILES:

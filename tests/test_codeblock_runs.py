@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from harness.model.paths import REPO_ROOT
 from harness.system import processes
 
@@ -80,7 +82,8 @@ def test_a_failing_block_reports_its_exit_status_and_output_even_from_an_xdist_w
 
 
 def test_the_pages_code_blocks_share_one_xdist_worker() -> None:
-    """`make test`'s workers: every page's blocks on one of them (their servers use fixed ports).
+    """`make test`'s workers: the pages' plain blocks on one of them, in page order (the next test: the blocks on a
+    fixed port on another).
 
     Guards against a pytest/pytest-xdist pair that ignores the groups silently (pytest 9.2 with
     xdist 3.8 does: pytest-dev/pytest-xdist#1386). The pages live under build/ so that the
@@ -102,3 +105,36 @@ def test_the_pages_code_blocks_share_one_xdist_worker() -> None:
     assert len(passed) == 6, result.stdout[-3000:]
     assert all(line.rstrip().endswith("@code-blocks") for line in passed), passed
     assert len({line.split()[0] for line in passed}) == 1, passed  # one worker, e.g. [gw0]
+
+
+class CollectedBlock:
+    """What the root conftest's pytest_itemcollected reads of a code-block item: its path and marks."""
+
+    def __init__(self, marks: list[str]) -> None:
+        self.path = REPO_ROOT / "docs" / "page.md"
+        self.marks = [getattr(pytest.mark, name).mark for name in marks]
+
+    def iter_markers(self, name: str) -> list[pytest.Mark]:
+        return [mark for mark in self.marks if mark.name == name]
+
+    def add_marker(self, mark: pytest.MarkDecorator) -> None:
+        self.marks.append(mark.mark)
+
+    def group(self) -> str:
+        (group,) = [mark.args[0] for mark in self.marks if mark.name == "xdist_group"]
+        return group
+
+
+def test_blocks_on_a_fixed_port_share_a_worker_of_their_own() -> None:
+    """A page's `server` and `client` blocks listen on the port the page names (8000): all of them on one worker,
+    never two at once; every other block on another, beside them."""
+    spec = importlib.util.spec_from_file_location("root_conftest", REPO_ROOT / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    root_conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root_conftest)
+    blocks = {marks: CollectedBlock(list(marks)) for marks in [("server",), ("client",), (), ("skip",)]}
+    for block in blocks.values():
+        root_conftest.pytest_itemcollected(block)
+    assert {marks: block.group() for marks, block in blocks.items()} == {
+        ("server",): "code-blocks-on-ports", ("client",): "code-blocks-on-ports", (): "code-blocks",
+        ("skip",): "code-blocks"}
