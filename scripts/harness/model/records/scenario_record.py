@@ -75,8 +75,8 @@ class OpenFiles(Typed):
 class TracedRun(Typed):
     """The same load again with the server's system calls traced: the timeline player's run (suites/runner.py)."""
 
-    timeline: list[Any] | None
-    server_trace: Any
+    timeline: list[Any] | None  # the load client's moments per request: its own JSON, drawn by the player as is
+    server_trace: Any  # the server's system calls per connection (system/syscall_trace.py), as the trace gave them
     clock_start_unix_s: float | None
     complete: int | None
     failed: int | None
@@ -149,7 +149,7 @@ class Run(Typed):
     timed_out: bool | None = optional()
     batches_timed: int | None = optional()
     latency_per_batch_of: int | None = optional()
-    timeline: list[Any] | None = optional()
+    timeline: list[Any] | None = optional()  # the load client's moments per request (TracedRun.timeline says more)
     size: int | None = optional()
     clock_start_unix_s: float | None = optional()
     traced: TracedRun | None = optional()
@@ -165,7 +165,7 @@ class Outcome(Typed):
     status: str  # "ok", or why the design stopped being measured
     problems: list[str]
     stderr_tail: str | None
-    server_exit_codes: list[Any]
+    server_exit_codes: list[int | None]  # one per start of the server; None where none was known
     runs: list[Run]
     verified: Any = optional()  # what verification checked (records before it was recorded lack it)
     delay: float | None = optional()  # the ceiling's: always 0 (no simulated call)
@@ -181,8 +181,8 @@ class ScenarioEntry(Typed):
     article: str
     tool: str
     designs: list[str]
-    quick: dict[str, Any]
-    published: Any
+    quick: dict[str, Any]  # the settings a quick run replaces, as the catalogue gives them
+    published: Any  # the article's own figures, keyed by level (`figures_50`, `failed_50`): free-form by design
     settings: ScenarioSettings
 
     @classmethod
