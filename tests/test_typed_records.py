@@ -89,3 +89,8 @@ def test_a_scenario_record_knows_its_outcomes() -> None:
     assert record.id == "peak" and record.settings.keep_alive is True
     assert [outcome.name for outcome in record.outcomes()][-1] == data["ceiling"]["name"]
     assert record.designs[0].runs[0].latency_ms is not None
+
+
+def test_a_record_made_now_carries_the_schema_its_class_writes() -> None:
+    assert Versioned(rate=1.0, unit="x").schema == 3  # no writer passes it: the class's SCHEMA is the default
+    assert Versioned(rate=1.0, unit="x").to_json()["schema"] == 3

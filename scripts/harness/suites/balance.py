@@ -20,7 +20,6 @@ from harness.model.paths import REPO_ROOT
 from harness.model.records import (
     MULTI_PROCESS_DIR_NAME,
     RESULTS_DIR,
-    SCHEMA_VERSION,
     SCRATCH_RESULTS_DIR,
     write_record_atomic,
 )
@@ -74,7 +73,7 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
             rows.append(measure(catalogue, name, workers, requests, launcher.LOG_DIR / "balance", pinning))
             print(f"  served per worker: {rows[-1].served}", flush=True)
     record = BalanceRecord(
-        schema=SCHEMA_VERSION, kind="balance",
+        kind="balance",
         scenario=BalanceScenario(id="balance", requests=requests, concurrency=CONCURRENCY, delay=DELAY, quick=quick),
         environment=describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         started_utc=started, finished_utc=utc_now(), rows=rows)

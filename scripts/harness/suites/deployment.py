@@ -35,7 +35,7 @@ from harness.clients.tools import require_tool
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue
 from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import (
     DeploymentScenario,
     OverloadCell,
@@ -163,7 +163,7 @@ def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
             run = RaceRun(design=target.design, label=target.label, method=target.method, error=str(error))
         problems += bool(run.error) or not run.server_alive
         runs.append(run)
-    record = RaceRecord(schema=SCHEMA_VERSION, kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
+    record = RaceRecord(kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
                         mode="quick" if quick else "full", settings=plan.settings(),
                         environment=describe_machine(pinning, {"nginx": nginx_version()}),
                         started_utc=started, finished_utc=utc_now(), runs=runs)
@@ -230,7 +230,7 @@ def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | No
         problems += bool(run.error) or any(cell.error for cell in run.cells)
         runs.append(run)
     record = OverloadRecord(
-        schema=SCHEMA_VERSION, kind="overload", scenario=DeploymentScenario(id=plan.id, title=plan.title),
+        kind="overload", scenario=DeploymentScenario(id=plan.id, title=plan.title),
         mode="quick" if quick else "full", settings=plan.settings(),
         environment=describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
         started_utc=started, finished_utc=utc_now(), ceiling=ceiling, runs=runs)

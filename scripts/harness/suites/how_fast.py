@@ -219,7 +219,6 @@ def measure_steps(args: argparse.Namespace) -> Path:
                 row.runs.append(dataclasses.replace(run, repetition=repetition))
     relative_to = next((row.name for row in references if row.name.startswith("nginx")), None)
     record = StepsRecord(
-        schema=StepsRecord.SCHEMA or 1,
         kind="how-fast-steps",
         chain=chain.name,
         mode="quick" if args.quick else "full",
@@ -368,7 +367,6 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
     measured = saturation(after, before, wrk, profiled_after, profiled_before, sampling_seconds,
                           wrk_summary(profiled_stdout))
     meta = ProfileRecord(
-        schema=ProfileRecord.SCHEMA or 1,
         kind="profile",
         mode="quick" if args.quick else "full",
         design=how_fast_steps.PROFILE_NAME,

@@ -159,7 +159,6 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     peak, before = (sampler.peak_pss, baseline.pss_bytes) if use_pss else (sampler.peak_rss, baseline.rss_bytes)
     extra_mib = (peak - before) / MIB
     return IdleRecord(
-        schema=IdleRecord.SCHEMA or 1,
         kind="idle-connections",
         design=design.name,
         server_command=command,

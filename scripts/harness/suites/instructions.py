@@ -260,7 +260,6 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
             continue
         measure_row(row, counts.requests, counts.measurements, pinning.server, valgrind)
     record = InstructionsRecord(
-        schema=InstructionsRecord.SCHEMA or 1,
         kind="instructions",
         mode="quick" if quick else "full",
         settings=CountSettings(requests=list(counts.requests), measurements=counts.measurements),

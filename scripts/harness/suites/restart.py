@@ -48,7 +48,6 @@ from harness.model.paths import REPO_ROOT
 from harness.model.records import (
     MULTI_PROCESS_DIR_NAME,
     RESULTS_DIR,
-    SCHEMA_VERSION,
     SCRATCH_RESULTS_DIR,
     write_record_atomic,
 )
@@ -285,7 +284,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
                           signal=target.signal, label=target.label, source=target.source, runs=turn.runs,
                           errors=turn.errors) for target, turn in zip(targets, turns)]
     record = RestartRecord(
-        schema=SCHEMA_VERSION, kind="restart",
+        kind="restart",
         scenario=RestartScenario(id=plan.id, title=plan.title, rate=plan.rate, seconds=plan.seconds, delay=plan.delay,
                                  restarts=plan.restarts, every=plan.every, moments=plan.moments(),
                                  repeat=plan.repeat, bin_seconds=BIN_SECONDS, quick=quick),
@@ -379,7 +378,7 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
                            arguments=target.arguments, label=target.label, source=target.source, runs=turn.runs,
                            errors=turn.errors) for target, turn in zip(targets, turns)]
     record = InFlightRecord(
-        schema=SCHEMA_VERSION, kind="restart-in-flight",
+        kind="restart-in-flight",
         scenario=InFlightScenario(id=plan.id, title=plan.title, delay=plan.delay, idle=plan.idle, long=plan.long,
                                   restart_after=plan.restart_after, next_after=plan.next_after, repeat=plan.repeat,
                                   quick=quick),

@@ -32,7 +32,7 @@ from harness.clients import pipelining as pipelining_check
 from harness.clients import verify
 from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, results_path, write_record_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, results_path, write_record_atomic
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
@@ -249,7 +249,6 @@ def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings,
     """A scenario's record: what ran, where, when, and every design's runs (finished now). `extra`: the record's
     optional parts (database_command, interleaved_with); the exact CPython is asked here when the scenario chose one."""
     return ScenarioRecord(
-        schema=ScenarioRecord.SCHEMA or SCHEMA_VERSION,
         scenario=ScenarioEntry.from_json(scenario.to_json(), f"scenario {scenario.id}"),
         mode="quick" if quick else "full",
         settings=settings,

@@ -310,7 +310,7 @@ def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
                 row = StreamRow(design=design.name, phase=phase.name, status="failed",
                                 problems=[f"did not start: {error}"])
             rows.append(row)
-    return StreamingRecord(schema=StreamingRecord.SCHEMA or 1, suite="streaming", quick=quick, started_utc=started,
+    return StreamingRecord(suite="streaming", quick=quick, started_utc=started,
                            phases=[phase.as_run() for phase in phases], slow_path=SLOW_PATH,
                            stop_cap_seconds=STOP_CAP, rows=rows, finished_utc=environment.utc_now(),
                            environment=environment.describe_machine(pinning, {}))

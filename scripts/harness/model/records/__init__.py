@@ -21,7 +21,6 @@ from harness.model.records.typed import Typed
 RESULTS_DIR = REPO_ROOT / "results"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
 MULTI_PROCESS_DIR_NAME = "multi-process"  # results/multi-process/: records that are not load-tool scenarios
-SCHEMA_VERSION = 1
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -50,6 +50,8 @@ class Typed:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every subclass is a frozen, keyword-only dataclass: declaring the fields is all a kind writes."""
         super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("SCHEMA") is not None and "schema" in cls.__dict__.get("__annotations__", {}):
+            cls.schema = cls.SCHEMA  # the field's default: a record made now carries the version its class writes
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
 
     @classmethod

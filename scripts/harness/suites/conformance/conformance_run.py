@@ -188,7 +188,6 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
             raise
     environment = describe_machine(processes.NO_PINNING, {**tool_versions(), **reference_parsers.versions()})
     record = ConformanceRecord(
-        schema=ConformanceRecord.SCHEMA,
         suite="conformance",
         title="HTTP/1.1 conformance",
         mode="quick" if quick else "full",

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCHEMA_VERSION, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.hostile_record import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
@@ -266,7 +266,6 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
             STOPPING.set()  # Ctrl-C or a bug: every design stops after its current case, and stops its server
             raise
     record = HostileRecord(
-        schema=SCHEMA_VERSION,
         suite="hostile",
         title="What a real server must survive",
         mode="quick" if quick else "full",
