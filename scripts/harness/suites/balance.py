@@ -19,8 +19,7 @@ from harness.model.catalogue import Catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import (
     MULTI_PROCESS_DIR_NAME,
-    RESULTS_DIR,
-    SCRATCH_RESULTS_DIR,
+    record_path,
     write_record_atomic,
 )
 from harness.model.records.multi_process_records import BalanceRecord, BalanceRow, BalanceScenario, LoadReport
@@ -77,6 +76,6 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
         scenario=BalanceScenario(id="balance", requests=requests, concurrency=CONCURRENCY, delay=DELAY, quick=quick),
         environment=describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         started_utc=started, finished_utc=utc_now(), rows=rows)
-    path = (out_dir or (SCRATCH_RESULTS_DIR if quick else RESULTS_DIR)) / MULTI_PROCESS_DIR_NAME / RECORD_NAME
+    path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{RECORD_NAME}", quick, out_dir)
     write_record_atomic(path, record)
     return path

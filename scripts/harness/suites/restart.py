@@ -47,8 +47,7 @@ from harness.model.catalogue import CATALOGUE_DIR, Catalogue, UnknownNameError
 from harness.model.paths import REPO_ROOT
 from harness.model.records import (
     MULTI_PROCESS_DIR_NAME,
-    RESULTS_DIR,
-    SCRATCH_RESULTS_DIR,
+    record_path,
     write_record_atomic,
 )
 from harness.model.records.multi_process_records import (
@@ -290,8 +289,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
                                  repeat=plan.repeat, bin_seconds=BIN_SECONDS, quick=quick),
         environment=describe_machine(pinning, {"http_load.py": "ours (scripts/http_load.py)"}),
         started_utc=started, finished_utc=utc_now(), targets=rows)
-    default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
-    path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
+    path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{plan.id}.json", quick or bool(design_names), out_dir)
     write_record_atomic(path, record)
     return path, sum(len(row.errors) + sum(1 for run in row.runs if run.report.timed_out) for row in rows)
 
@@ -385,7 +383,6 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
         environment=describe_machine(
             pinning, {"restart_probe.py": "ours (scripts/harness/clients/restart_probe.py)"}),
         started_utc=started, finished_utc=utc_now(), targets=rows)
-    default_dir = SCRATCH_RESULTS_DIR if quick or design_names else RESULTS_DIR
-    path = (out_dir or default_dir) / MULTI_PROCESS_DIR_NAME / f"{plan.id}.json"
+    path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{plan.id}.json", quick or bool(design_names), out_dir)
     write_record_atomic(path, record)
     return path, sum(len(row.errors) for row in rows)

@@ -32,7 +32,7 @@ from harness.clients import pipelining as pipelining_check
 from harness.clients import verify
 from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, results_path, write_record_atomic
+from harness.model.records import record_path, write_record_atomic
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
@@ -264,8 +264,7 @@ def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings,
 
 def write_record(record: ScenarioRecord, partial: bool, out_dir: Path | None) -> Path:
     """Write a record atomically: to out_dir, else results/ for a complete full run, build/results/ otherwise."""
-    target_dir = out_dir or (RESULTS_DIR if record.mode == "full" and not partial else SCRATCH_RESULTS_DIR)
-    path = results_path(record.id, target_dir)
+    path = record_path(f"{record.id}.json", record.mode != "full" or partial, out_dir)
     write_record_atomic(path, record)
     return path
 

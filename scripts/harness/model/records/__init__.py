@@ -46,6 +46,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+def record_path(relative: str, partial: bool, out_dir: Path | None) -> Path:
+    """Where a suite writes its record (`relative`, e.g. "hostile.json" or "multi-process/restart.json"): under
+    out_dir if given, else results/ for a complete full run and build/results/ for a quick or partial one."""
+    return (out_dir or (SCRATCH_RESULTS_DIR if partial else RESULTS_DIR)) / relative
+
+
 def results_path(scenario_id: str, results_dir: Path = RESULTS_DIR) -> Path:
     return results_dir / f"{scenario_id}.json"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.clients import gunicorn_corpus, raw_exchange, reference_parsers
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records import record_path, write_record_atomic
 from harness.model.records.conformance_record import (
     Answer,
     ConformanceDesign,
@@ -204,6 +204,6 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         finished_utc=utc_now(),
     )
     complete = not quick and design_names is None and case_names is None
-    path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
+    path = record_path(RECORD_NAME, not complete, out_dir)
     write_record_atomic(path, record)
     return path, record

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.clients import raw_http, verify
 from harness.model.catalogue import Catalogue, UnknownNameError
-from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
+from harness.model.records import record_path, write_record_atomic
 from harness.model.records.hostile_record import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
@@ -278,6 +278,6 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         designs=designs,
     )
     complete = not quick and design_names is None and case_selectors is None
-    path = (out_dir or (RESULTS_DIR if complete else SCRATCH_RESULTS_DIR)) / RECORD_NAME
+    path = record_path(RECORD_NAME, not complete, out_dir)
     write_record_atomic(path, record)
     return path, record
