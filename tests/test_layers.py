@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,31 @@ def test_scripts_outside_the_harness_do_not_touch_sys_path_except_the_entry_poin
     touching = sorted(str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "scripts").rglob("*.py")
                       if "sys.path" in path.read_text(encoding="utf-8"))
     assert touching == ["scripts/bench.py"]
+
+
+FRESH_IMPORTS = """
+import importlib, sys
+failed = []
+for name in sys.argv[1:]:
+    for loaded in [module for module in sys.modules if module == "harness" or module.startswith("harness.")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except ImportError as error:
+        failed.append(f"{name}: {error}")
+print("\\n".join(failed))
+"""
+
+
+def test_every_harness_module_imports_first_on_its_own() -> None:
+    """A module imported before any other harness module (as a test file or a notebook may) loads: no import cycle
+    hides behind the order other imports happen to come in (harness.model.deployment_plan once did not)."""
+    names = ["harness." + ".".join(path.relative_to(HARNESS).with_suffix("").parts).removesuffix(".__init__")
+             for path in sorted(HARNESS.rglob("*.py")) if "__pycache__" not in path.parts]
+    result = subprocess.run([sys.executable, "-c", FRESH_IMPORTS, *names], cwd=REPO_ROOT / "scripts",
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "", result.stdout
 
 
 def test_no_two_harness_modules_share_a_name() -> None:
