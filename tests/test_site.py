@@ -17,6 +17,7 @@ import pytest
 from harness.model.paths import REPO_ROOT
 from harness.render import site
 
+import page_weight
 from conftest import CATALOGUE, StrictBuild
 
 MARKDOWN_FILES = sorted([REPO_ROOT / "README.md", *(REPO_ROOT / "docs").rglob("*.md")])
@@ -94,6 +95,33 @@ def test_mkdocs_builds_strictly(strict_build: StrictBuild) -> None:
     """Broken links, anchors, missing includes and pages outside the nav all fail the build."""
     assert strict_build.returncode == 0, strict_build.stderr[-4000:]
     assert (strict_build.site / "index.html").exists()
+
+
+def test_every_built_page_is_within_the_weight_budget(built_site: Path) -> None:
+    """No page over 400 KB of HTML or 5,000 words of visible text (issue 35): full matrices go to reference pages."""
+    over = {weight.page: "; ".join(weight.over_budget()) for weight in page_weight.measure_site(built_site)
+            if weight.over_budget()}
+    assert over == {}, "split these pages or move their full tables to a reference page or a download"
+
+
+def test_the_weight_budget_fails_an_over_weight_page(tmp_path: Path) -> None:
+    """The measure counts tables and folded text, leaves code listings and the navigation aside, and flags both limits."""
+    row = "<tr><td>design</td><td>case</td><td>refused</td></tr>"
+    listing = "<pre><code>" + "word " * 9000 + "</code></pre>"
+    nav = "<nav>" + "menu " * 9000 + "</nav>"
+    light = f"<html><body>{nav}<article><h1>Fine</h1>{listing}<p>{'read ' * 100}</p></article></body></html>"
+    heavy = f"<html><body><article><details><table>{row * 1700}</table></details></article></body></html>"
+    paths = '<path d="M0 0 L10 10"/>' * 20000
+    bulky = f"<html><body><article><p>short</p><svg>{paths}</svg></article></body></html>"
+    for name, html in {"light": light, "heavy": heavy, "bulky": bulky}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "index.html").write_text(html, encoding="utf-8")
+    weights = {weight.page: weight for weight in page_weight.measure_site(tmp_path)}
+    assert weights["light/index.html"].words == 101 and weights["light/index.html"].over_budget() == []
+    assert weights["heavy/index.html"].words == 5100
+    assert weights["heavy/index.html"].over_budget() == ["5,100 words > 5,000"]
+    assert weights["bulky/index.html"].words == 1
+    assert weights["bulky/index.html"].over_budget()[0].endswith("KB of HTML > 400 KB")
 
 
 SNIPPETS = sorted((REPO_ROOT / "snippets").glob("*.py"))
