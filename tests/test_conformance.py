@@ -146,13 +146,15 @@ def fixture_record() -> ConformanceRecord:
 def test_the_renderer_explains_every_mark_and_gives_a_verdict_per_design(tmp_path) -> None:
     write_record_atomic(tmp_path / "conformance.json", fixture_record())
     files = {path.name: text for path, text in conformance_tables.conformance_files(tmp_path, tmp_path / "gen").items()}
-    assert '✘</span> 200+200' in files["conformance-matrix.md"]
-    grid = conformance_grid.conformance_grid_files(tmp_path, tmp_path / "gen")[tmp_path / "gen" / "conformance-grid.md"]
+    drawn = conformance_grid.conformance_grid_files(tmp_path, tmp_path / "gen", tmp_path / "plots")
+    grid = drawn[tmp_path / "gen" / "conformance-grid.md"]
+    assert "asyncio-streams,False,3,smuggle-cl-te,CL.TE,Request smuggling,fail,200+200" in drawn[tmp_path / "plots" / "conformance-matrix.csv"].replace('"', "")
     for mark in ("✔", "≈", "✘", "–"):  # the legend: each mark on its verdict's colour (the survival grid's classes)
         assert f'aria-hidden="true">{mark}</span> **' in grid
     assert "- `200+200`: two answers" in grid and 'title="3. CL.TE: fail, 200+200"' in grid
-    summary = files["conformance-summary.md"]
-    assert "passes 1 of 3; fails no Host → 200, CL.TE → 200+200" in summary
+    compact = drawn[tmp_path / "gen" / "conformance-compact.md"]
+    assert "passes 1 of 3; fails no Host → 200, CL.TE → 200+200" in compact
+    assert compact.startswith('<!--') and '!!! abstract "The answer"' in compact.splitlines()[1]
     assert "answered `200+200` (`asyncio-streams`): the bytes a front end counted as body (by Content-Length) are " \
            "answered as a request of their own" in files["conformance-smuggling.md"]
     assert "Not fetched in this run" in files["conformance-parsers.md"]

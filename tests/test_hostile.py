@@ -22,7 +22,7 @@ import pytest
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
 from harness.model.records.hostile_record import HostileRecord
-from harness.render import site, survival
+from harness.render import site, survival, survival_grid
 from harness.suites.hostile import cases, run
 from harness.system import processes
 
@@ -302,9 +302,17 @@ def test_a_stale_matrix_fails_render_check(tmp_path: Path) -> None:
 
 
 def test_the_page_includes_every_rendered_piece() -> None:
+    """survive.md and its reference page (the full matrix) include every table; the page links the download."""
     page = (REPO_ROOT / "docs" / "survive.md").read_text(encoding="utf-8")
-    for path in survival.survival_files(REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated"):
-        assert f'--8<-- "docs/_generated/{path.name}"' in page
+    pages = page + (REPO_ROOT / "docs" / "reference" / "survive-matrix.md").read_text(encoding="utf-8")
+    drawn = {**survival.survival_files(REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated", REPO_ROOT / "docs" / "plots"),
+             **survival_grid.survival_grid_files(REPO_ROOT / "results", REPO_ROOT / "docs" / "_generated")}
+    for path in drawn:
+        if path.suffix == ".csv":
+            assert f"(plots/{path.name})" in page
+        else:
+            assert f'--8<-- "docs/_generated/{path.name}"' in pages, path.name
+    assert page.index("survive-compact.md") < page.index("## How a case is judged")  # the answer first
 
 
 def test_the_proxy_table_names_the_cases_nginx_fixes_and_the_ones_it_costs() -> None:

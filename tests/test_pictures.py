@@ -77,19 +77,38 @@ def test_the_survival_grid_has_a_cell_per_case_and_a_verdict_per_design() -> Non
 def test_the_conformance_grid_draws_every_answer_of_the_record_and_matches_the_committed_file() -> None:
     record = conformance_tables.load_record(REPO_ROOT / "results")
     assert record is not None
-    [(path, page)] = conformance_grid.conformance_grid_files(REPO_ROOT / "results", DOCS / "_generated").items()
-    assert path.read_text(encoding="utf-8") == page, "stale: run `python scripts/bench.py render`"
+    drawn = conformance_grid.conformance_grid_files(REPO_ROOT / "results", DOCS / "_generated", DOCS / "plots")
+    for path, content in drawn.items():
+        assert path.read_text(encoding="utf-8") == content, f"stale: {path}; run `python scripts/bench.py render`"
+    page = drawn[DOCS / "_generated" / "conformance-grid.md"]
     alone_part, nginx_part = page.split("### Behind nginx")
-    alone = record.placed_designs(behind_nginx=False)
-    for design in alone:  # every design alone: a row in each group's grid, a cell per case
-        rows = [line for line in alone_part.splitlines() if line.startswith(f"| {design.design} | ")]
-        assert len(rows) == len(record.groups), design.name
-        assert sum(row.count('class="sv ') for row in rows) == len(record.cases), design.name
+    grids = alone_part.split('<div class="survival-grid"')[1:]
+    assert len(grids) == len(record.groups)
+    names = {design.design for design in record.placed_designs(behind_nginx=False)}
+    for grid in grids:  # every design alone in one row of each group's grid: named, or counted as 'the N others'
+        labels = [line.split(" | ")[0][2:] for line in grid.splitlines() if line.startswith("| ") and 'class="sv ' in line]
+        named = [name for label in labels for name in label.split(", ") if name in names]
+        counted = [int(label.split()[1]) for label in labels if label.startswith("the ") and label.endswith(" others")]
+        assert len(named) == len(set(named)) and len(named) + sum(counted) == len(names), labels
     first = record.cases[0]  # a cell says the case, the verdict and the code the record holds
-    answer = alone[0].cases[first.id]
+    answer = record.placed_designs(behind_nginx=False)[0].cases[first.id]
     assert f'title="1. {first.short}: {answer.verdict}, {answer.code}"' in alone_part
-    # behind nginx, rows are shared: every design is named once per group, or counted in 'every design'/'others'
     assert nginx_part.count('<div class="survival-grid"') == len(record.groups)
+
+
+def test_the_compact_conformance_grid_has_a_column_per_class_and_every_design_in_one_row() -> None:
+    """The page's answer: a row per set of designs that answer alike, a column per class of case from the catalogue."""
+    record = conformance_tables.load_record(REPO_ROOT / "results")
+    assert record is not None
+    compact = conformance_grid.compact_page(record)
+    rows = [line for line in compact.splitlines() if line.startswith("| [")]
+    assert all(row.count('class="sv ') == len(record.groups) for row in rows)
+    listed = [line for line in compact.splitlines() if line.startswith('- <a id="answers-')]
+    assert len(listed) == len(rows) < len(record.designs) / 3  # alike designs share a row
+    names = " ".join(listed)
+    for design in record.designs:
+        assert f"`{conformance_grid.display_name(design)}`" in names, design.name
+    assert "hardened" in compact.split("The answer")[1].splitlines()[2]  # the best row is named in the answer
 
 
 def test_every_code_in_the_conformance_record_has_a_legend_entry() -> None:

@@ -1,16 +1,16 @@
 """Render results/conformance.json (the conformance suite) into the tables docs/conformance.md includes.
 
-Rendering never measures. Five files, each saying "not measured yet" when the record is missing:
+Rendering never measures. Three files, each saying "not measured yet" when the record is missing:
 
-- conformance-summary.md: one line per design, alone and behind nginx: its score and a verdict
-  naming what it gets wrong;
-- conformance-matrix.md: designs x cases as text, one table per group of cases (narrow enough for the
-  content column), every cell a mark and what the design answered; the page folds it away under
-  the coloured grid and its legend (render/conformance_grid.py, conformance-grid.md);
 - conformance-smuggling.md: the smuggling cases as what an attacker gets from each design;
 - conformance-parsers.md: h11, httptools and the hardened parser side by side on every case, where
   they disagree and which one the RFC supports, and gunicorn's own corpus through the three;
-- conformance-cases.md: every case: its bytes, what the RFC asks, the section.
+- conformance-cases.md: every case: its bytes, what the RFC asks, the section (on the reference page,
+  docs/reference/conformance-matrix.md, under the full grid).
+
+The page's answer (a row per set of designs that answer alike, a column per class of case), the full grid
+and the every-design-by-every-case download are render/conformance_grid.py's. summary_table is the
+command line's one line per design (bench.py conformance).
 """
 
 from __future__ import annotations
@@ -76,9 +76,6 @@ def code_legend(code: str) -> list[str]:
     first = match["first"]
     entries = [first if first in CODES else STATUS]
     return entries + [CODE_PARTS[part] for part in CODE_PARTS if match[part]]
-
-
-COLUMNS_PER_TABLE = 5
 
 
 def load_record(results_dir: Path) -> ConformanceRecord | None:
@@ -157,25 +154,6 @@ def caption(record: ConformanceRecord) -> str:
 def grouped_cases(record: ConformanceRecord) -> list[tuple[CaseGroup, list[ConformanceCase]]]:
     """Each group of the record with its cases, in the record's order (a run of chosen cases may leave one empty)."""
     return [(group, [case for case in record.cases if case.group == group.id]) for group in record.groups]
-
-
-def matrix(record: ConformanceRecord, behind_nginx: bool) -> str:
-    designs = record.placed_designs(behind_nginx)
-    if not designs:
-        return ""
-    out = []
-    for group, cases in grouped_cases(record):
-        for start in range(0, len(cases), COLUMNS_PER_TABLE):
-            part = cases[start:start + COLUMNS_PER_TABLE]
-            suffix = f" ({start // COLUMNS_PER_TABLE + 1})" if len(cases) > COLUMNS_PER_TABLE else ""
-            out.append(f"**{group.title}{suffix}**\n")  # bold, not a heading: the page folds this text away
-            out.append("| Design | " + " | ".join(_escape(case.short) for case in part) + " |")
-            out.append("|---|" + "---|" * len(part))
-            for design in designs:
-                cells = [cell(design.cases[case.id]) if case.id in design.cases else "–" for case in part]
-                out.append(f"| {plain_name(design)} | " + " | ".join(cells) + " |")  # linked once, in the verdicts
-            out.append("")
-    return "\n".join(out)
 
 
 def fails(design: ConformanceDesign, case: ConformanceCase) -> bool:
@@ -342,14 +320,10 @@ def conformance_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]
     """Every file docs/conformance.md includes, from results/conformance.json (or 'not measured yet')."""
     record = load_record(results_dir)
     source = HEADER.format(source=f"results/{RECORD_NAME}")
-    names = ("summary", "matrix", "smuggling", "parsers", "cases")
+    names = ("smuggling", "parsers", "cases")
     if record is None:
         return {generated_dir / f"conformance-{name}.md": source + NOT_MEASURED for name in names}
-    alone, proxied = matrix(record, False), matrix(record, True)
-    matrix_text = alone + (("\n**Behind nginx**\n\n" + proxied) if proxied else "")  # its legend: conformance_grid
     contents = {
-        "summary": caption(record) + "\n" + summary_table(record),
-        "matrix": matrix_text,
         "smuggling": smuggling_page(record),
         "parsers": parsers_page(record),
         "cases": cases_page(record),

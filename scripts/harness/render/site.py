@@ -490,7 +490,7 @@ def figure_files(inputs: RenderInput) -> dict[Path, str]:
 
 def survival_page_files(inputs: RenderInput) -> dict[Path, str]:
     """The hostile suite's page (results/hostile.json)."""
-    return survival_files(inputs.results_dir, inputs.generated_dir)
+    return survival_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir)
 
 
 def conformance_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -613,8 +613,8 @@ def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
 
 
 def conformance_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
-    """conformance-grid.md: the conformance matrix as coloured grids, one per group of cases, and their legend."""
-    return conformance_grid_files(inputs.results_dir, inputs.generated_dir)
+    """conformance-compact.md (the answer), conformance-grid.md (the full grid) and the download conformance-matrix.csv."""
+    return conformance_grid_files(inputs.results_dir, inputs.generated_dir, inputs.plots_dir)
 
 
 def predict_page_files(inputs: RenderInput) -> dict[Path, str]:
@@ -689,7 +689,8 @@ def generated_paths(generated_dir: Path) -> set[Path]:
     """Every file render owns that exists now."""
     owned = set(generated_dir.rglob("*.md")) if generated_dir.exists() else set()
     plot_dir = plots_dir(generated_dir)
-    return owned | (set(plot_dir.glob("*.svg")) if plot_dir.exists() else set())
+    downloads = {*plot_dir.glob("*.svg"), *plot_dir.glob("*.csv")} if plot_dir.exists() else set()  # csv: full matrices
+    return owned | downloads
 
 
 def extra_files(generated_dir: Path = GENERATED_DIR) -> dict[Path, str]:

@@ -5,9 +5,10 @@ is missing, so the page always builds:
 
 - survive-matrix.md: designs x cases, a mark and the status per cell, split into tables
   of at most five cases so the page reads at 1280 px, with the legend and totals;
-- survive-cases.md: per case, what it is, who does it, its RFC or CVE, and every
-  design's details (status per variant, time to close, fds and threads leaked, peak
-  RSS, CPU seconds, the probe during the case);
+- survive-cases.md: per case, what it is, who does it, its RFC or CVE; every design's details
+  (status per variant, time to close, fds and threads leaked, peak RSS, CPU seconds, the probe
+  during the case) are the download survive-details.csv, one line per design and case (thirty
+  rows a case made the page 33,000 words);
 - survive-limits.md: each real server's documented limits (scripts/catalogue/hostile/
   limits.toml, cited from its documentation) beside what the suite measured, and
   whether the two agree;
@@ -17,6 +18,8 @@ is missing, so the page always builds:
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import tomllib
 from pathlib import Path
@@ -28,6 +31,8 @@ from harness.render.presentation import design_link, wide_table
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
 RECORD_NAME = "hostile.json"
+# The cases are described on docs/survive.md; the reference page's grids link there (an absolute link, checked).
+CASE_PAGE = "/survive.md"
 MARKS = {"robust": "✔", "weak": "⚠", "stalled": "✘", "died": "☠", "n/a": "–"}  # in every common font
 LEGEND = {
     "robust": "survived (the probe client was served during and after the case) and gave the robust answer",
@@ -95,7 +100,7 @@ def matrix_tables(record: HostileRecord) -> str:
     starts = [index * base + min(index, extra) for index in range(tables + 1)]
     for start, end in zip(starts, starts[1:]):
         chunk = cases[start:end]
-        header = "| Design | " + " | ".join(f"[{case.number}. {case.column}](#case-{case.id})" for case in chunk) + " |"
+        header = "| Design | " + " | ".join(f"[{case.number}. {case.column}]({CASE_PAGE}#case-{case.id})" for case in chunk) + " |"
         lines = [header, "|---|" + "---|" * len(chunk)]
         for design in record.designs:
             lines.append(f"| {design_label(design)} | " + " | ".join(cell(design.result(case.id)) for case in chunk)
@@ -143,29 +148,13 @@ def seconds(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
 
-def detail_rows(record: HostileRecord, case_id: str) -> list[str]:
-    rows = []
-    for design in record.designs:
-        result = design.result(case_id)
-        if result is None:
-            continue
-        variants = "; ".join(f"{variant.name}: {variant.status}" + (f" ({variant.note})" if variant.note else "")
-                             for variant in result.variants)
-        during = result.probe_during
-        probe = "–" if during is None else (f"{during.status} in {during.seconds:.2f} s" if during.status
-                                            else "not served")
-        rows.append(f"| {design_label(design)} | {MARKS[result.verdict]} probe {_escape(probe)} | "
-                    f"{_escape(variants)} | {seconds(result.seconds_to_close)} | {result.fds_leaked} / {result.threads_leaked} | "
-                    f"{result.peak_rss_mib} / {result.cpu_seconds} |")
-    return rows
-
-
 def details(summary: str, lines: list[str]) -> str:
     """A collapsed block (pymdownx.details): thirty rows per case would bury the page's prose."""
     return f'??? note "{summary}"\n\n' + "".join(f"    {line}\n" for line in lines)
 
 
 def cases_page(record: HostileRecord | None) -> str:
+    """Each case: what it is, its robust answer, who does it, its reference; what each design did is in the download."""
     if record is None:
         return NOT_MEASURED
     parts = []
@@ -173,12 +162,27 @@ def cases_page(record: HostileRecord | None) -> str:
         parts.append(
             f"### {case.number}. {case.title} {{#case-{case.id}}}\n\n"
             f"**Robust answer:** {case.robust}.  \n**In the wild:** {case.wild}  \n"
-            f"**Reference:** {case.reference}.\n\n"
-            + details("What each design did, connection by connection", [
-                "| Design | Verdict, probe during the case | Each connection's answer | Closed after (s) "
-                "| fds / threads leaked | Peak RSS (MiB) / CPU (s) |", "|---|---|---|---|---|---|",
-                *detail_rows(record, case.id)]))
+            f"**Reference:** {case.reference}.\n")
     return "\n".join(parts)
+
+
+def details_csv(record: HostileRecord) -> str:
+    """Every design x every case, connection by connection: the download the page links in place of thirty rows a case."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["design", "behind_nginx", "case_number", "case_id", "verdict", "probe_during", "answers",
+                     "seconds_to_close", "fds_leaked", "threads_leaked", "peak_rss_mib", "cpu_seconds"])
+    for design in record.designs:
+        for result in design.cases:
+            during = result.probe_during
+            probe = "" if during is None else (f"{during.status} in {during.seconds:.2f} s" if during.status
+                                               else "not served")
+            answers = "; ".join(f"{variant.name}: {variant.status}" + (f" ({variant.note})" if variant.note else "")
+                                for variant in result.variants)
+            writer.writerow([design.design, design.behind_nginx, result.number, result.case, result.verdict, probe,
+                             answers, seconds(result.seconds_to_close).replace("–", ""), result.fds_leaked,
+                             result.threads_leaked, result.peak_rss_mib, result.cpu_seconds])
+    return buffer.getvalue()
 
 
 class DocumentedLimit(Typed):
@@ -338,11 +342,13 @@ def emfile_page(record: HostileRecord | None) -> str:
     return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
 
 
-def survival_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]:
-    """Every file this piece renders, by path, from results_dir/hostile.json (or saying it is missing)."""
+def survival_files(results_dir: Path, generated_dir: Path, plots_dir: Path) -> dict[Path, str]:
+    """Every file this piece renders, by path, from results_dir/hostile.json (or saying it is missing), and the
+    download survive-details.csv beside the plots."""
     record = load_record(results_dir)
     header = HEADER.format(source="results/hostile.json")
-    return {
+    downloads = {plots_dir / "survive-details.csv": details_csv(record)} if record is not None else {}
+    return downloads | {
         generated_dir / "survive-matrix.md": header + matrix_page(record),
         generated_dir / "survive-cases.md": header + cases_page(record),
         generated_dir / "survive-limits.md": HEADER.format(source="results/hostile.json and "
