@@ -485,5 +485,5 @@ def test_the_tools_ceiling_is_the_most_it_reached_at_a_level_not_only_against_th
     ceiling = cells.ceilings(record)[50]
     assert ceiling == 150.0
     fast, slow = ({"rate": spread([rate]), "runs": []} for rate in (150.0, 110.0))
-    assert cells.rate_flags(fast, ceiling) == " ⚠ tool-bound (100%)"
+    assert cells.rate_flags(fast, ceiling) == " ⚠ tool-bound (100% of ceiling)"  # no tool CPU: the old rule
     assert cells.rate_flags(slow, ceiling) == ""  # 73% of what the tool reached; 110% of the ceiling run alone

@@ -19,13 +19,12 @@ import functools
 import statistics
 from typing import Any
 
+from harness.model import limits
 from harness.model.catalogue import load_catalogue
+from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Run, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS
 from harness.model.stats import spread
-
-TOOL_BOUND_FRACTION = 0.8  # a cell at 80% or more of the tool's ceiling measures the tool, not the design
-
 
 SPREAD_FLAG = 0.10  # a cell whose median's interval (min–max for 5 runs) exceeds 10% of it is flagged
 
@@ -106,21 +105,29 @@ def rate_medians(record: ScenarioRecord) -> dict[tuple[str, float], float]:
 
 
 def ceilings(record: ScenarioRecord) -> dict[float, float]:
-    """The tool's ceiling by level: the highest median requests/s the tool reached at that level in the scenario,
-    against its ceiling design or any faster one (a design the tool drove faster shows the tool can do at least
-    that much). None of the scenario's cells, then, is above its ceiling."""
-    if record.ceiling is None:
-        return {}
-    by_level: dict[float, float] = {}
-    for outcome in record.outcomes():
-        for level, runs in cells_by_level(outcome.runs, level_key(record)).items():  # successful runs only
-            by_level[level] = max(by_level.get(level, 0.0), spread([run.requests_per_second for run in runs])["median"])
-    return by_level
+    """The tool's ceiling by level: model/limits.ceilings, the one definition."""
+    return limits.ceilings(record)
 
 
-def tool_bound(median_rate: float, ceiling: float | None) -> bool:
-    """True when a cell's median is so close to the tool's ceiling that it measures the tool."""
-    return bool(ceiling) and median_rate >= TOOL_BOUND_FRACTION * ceiling
+def cell_limit(cell: dict[str, Any], ceiling: float | None, environment: Environment | None) -> limits.Limit:
+    """What limited a cell (model/limits.limit); without the record's environment, only the old rule applies."""
+    if environment is None:
+        rate = cell["rate"]["median"]
+        return limits.Limit(tool_busy=None, server_busy=None, ceiling_share=rate / ceiling if ceiling else None)
+    return limits.limit(cell.get("runs") or [], environment, ceiling)
+
+
+def tool_bound_flag(found: limits.Limit, every_column: bool = False) -> str:
+    """' ⚠ tool-bound (…)' when the cell measured the tool: by the tool's own CPU, or, in a record older than that
+    measurement, by its share of the tool's ceiling, labelled as the old rule; '' otherwise."""
+    if not found.tool_bound:
+        return ""
+    if found.tool_busy is not None:
+        return (f" ⚠ tool-bound (the load tool at {found.tool_busy:.0%} of its CPU)" if every_column
+                else f" ⚠ tool-bound (tool CPU {found.tool_busy:.0%})")
+    share = f"{found.ceiling_share:.0%}"
+    return (f" ⚠ tool-bound ({share} of the tool's ceiling; old rule: the tool's CPU was not recorded)"
+            if every_column else f" ⚠ tool-bound ({share} of ceiling)")
 
 
 def spread_warning(rate: dict[str, float], word: str = "spread ") -> str:
@@ -163,19 +170,18 @@ def short_run_warning(record: ScenarioRecord, cell: dict[str, Any], every_column
 
 
 def rate_flags(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,
-               record: ScenarioRecord | None = None) -> str:
+               record: ScenarioRecord | None = None, environment: Environment | None = None) -> str:
     """A cell's warnings as its table prints them after the median: spread, short runs, tool-bound; '' if none.
 
-    With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so.
+    With its `record`, a cell of runs shorter than 1 s outside a fixed-count experiment says so, and the record's
+    environment lets the tool's own CPU decide tool-bound (model/limits.py); `environment` alone does the latter.
     """
     rate = cell["rate"]
     text = spread_warning(rate)
     if record is not None:
         text += short_run_warning(record, cell, every_column)
-    if tool_bound(rate["median"], ceiling):
-        share = f"{rate['median'] / ceiling:.0%}"
-        text += f" ⚠ tool-bound ({share} of the tool's ceiling)" if every_column else f" ⚠ tool-bound ({share})"
-    return text
+    found = cell_limit(cell, ceiling, environment or (record.environment if record is not None else None))
+    return text + tool_bound_flag(found, every_column)
 
 
 def rate_label(cell: dict[str, Any], ceiling: float | None = None, every_column: bool = False,

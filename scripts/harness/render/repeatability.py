@@ -23,6 +23,9 @@ machine apart from a design that varies.
 
 from __future__ import annotations
 
+import csv
+import io
+
 import dataclasses
 import statistics
 from dataclasses import dataclass
@@ -41,8 +44,8 @@ from harness.render.cells import (
     level_key,
     rate_cells,
     rate_medians,
-    tool_bound,
 )
+from harness.model import limits
 
 AGREEMENT = 0.10  # a repetition's speed more than 10% off 1.00 is flagged (speeds_line)
 MIN_REPETITIONS_FOR_AN_INTERVAL = 3
@@ -57,7 +60,7 @@ class Cell:
     level: float
     first: float | None
     second: float | None
-    tool_bound_in: list[str]  # "A", "B" or both: where the median was at 80%+ of the tool's ceiling
+    tool_bound_in: list[str]  # "A", "B" or both: where the cell was tool-bound (model/limits.py)
     interval: tuple[float, float] | None = None  # run A's interval for its median (None: A did not measure it)
 
     @property
@@ -81,7 +84,9 @@ class Cell:
 def medians(record: ScenarioRecord) -> dict[tuple[str, float], tuple[float, bool]]:
     """(design, level) -> (median requests/s, tool-bound) for every measured cell."""
     tool_ceilings = ceilings(record)
-    return {key: (median, tool_bound(median, tool_ceilings.get(key[1])))
+    runs = {(design.name, level): cell_runs for design in record.designs
+            for level, cell_runs in cells_by_level(design.runs, level_key(record)).items()}
+    return {key: (median, limits.limit(runs.get(key, []), record.environment, tool_ceilings.get(key[1])).tool_bound)
             for key, median in rate_medians(record).items()}
 
 
@@ -219,12 +224,24 @@ def _rate(median: float | None) -> str:
     return "–" if median is None else format_rate(median)
 
 
-def cell_table(record: ScenarioRecord, cells: list[Cell]) -> str:
-    head = (f"| Design | {level_header(record)} | Run A, req/s | Run B, req/s | \\|B−A\\|/A | Note |\n"
-            "|---|---|---|---|---|---|\n")
-    rows = [f"| `{cell.design}` | {format_level(record, cell.level)} | {_rate(cell.first)} | {_rate(cell.second)} | "
-            f"{'–' if cell.difference is None else f'{cell.difference:.1%}'} | {_note(cell)} |" for cell in cells]
-    return head + "\n".join(rows) + "\n"
+def cells_csv(first_run: dict[str, ScenarioRecord], second_run: dict[str, ScenarioRecord]) -> str:
+    """Every cell of every scenario compared, one line each: the download in place of a table per scenario (202 rows
+    made the methodology page twice the reading budget)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["scenario", "design", "level", "run_a_requests_per_second", "run_b_requests_per_second",
+                     "difference", "note"])
+    for scenario_id in sorted(first_run.keys() & second_run.keys()):
+        first, second = first_run[scenario_id], second_run[scenario_id]
+        if not_comparable(first, second):
+            continue
+        for cell in compare_cells(first, second):
+            writer.writerow([scenario_id, cell.design, format_level(first, cell.level),
+                             "" if cell.first is None else round(cell.first, 1),
+                             "" if cell.second is None else round(cell.second, 1),
+                             "" if cell.difference is None else f"{cell.difference:.1%}",
+                             "" if _note(cell) == "–" else _note(cell)])
+    return buffer.getvalue()
 
 
 def _outside(record: ScenarioRecord, cells: list[Cell]) -> str:
@@ -324,8 +341,7 @@ def repeatability_page(first_run: dict[str, ScenarioRecord], second_run: dict[st
             cells = compare_cells(first, second)
             every_cell += cells
             verdict = summary(cells)
-            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}"
-                            f"{cell_table(first, cells)}")
+            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}")
         overview.append(f"| `{scenario_id}` | {_when(first)} | {_when(second)} | {verdict.replace('|', '/')} |")
     missing = sorted(first_run.keys() - second_run.keys())
     extra = sorted(second_run.keys() - first_run.keys())

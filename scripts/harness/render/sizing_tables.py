@@ -18,6 +18,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.render.cells import format_rate, rate_flags, rate_label, spread_warning, summarise_cell
 from harness.render.presentation import design_link, design_style, wide_table
@@ -85,21 +86,19 @@ def memory_label(cell: dict[str, Any]) -> str:
     return f"{total:.0f} / {count:g} = {total / count:.1f}"
 
 
-def ceiling_median(record: ScenarioRecord) -> float | None:
-    """The median requests/s of the tool's ceiling runs (one count: the ceiling is not sized), None without one."""
-    runs = record.ceiling.runs if record.ceiling else []
-    return statistics.median(run.requests_per_second for run in runs) if runs else None
+def ceiling_at(record: ScenarioRecord, level: float) -> float | None:
+    """The tool's ceiling at a level (model/limits.ceilings, the one definition), None without one."""
+    return limits.ceilings(record).get(level)
 
 
 def sizing_table(record: ScenarioRecord) -> str:
     """One row per (design, count): the rate and its flags, Little's law, latency, memory."""
-    ceiling = ceiling_median(record)
     lines = ["| design | count | req/s | Little's law | mean ms | p99 ms | PSS MiB / processes |",
              "|---|--:|--:|--:|--:|--:|--:|"]
     for design in record.designs:
         for (size, level), cell in cells(design).items():
             law = littles_law(record, in_flight(design, size, level), cpu_per_request(cell))
-            lines.append(f"| {design_link(design.name)} | {size} | {rate_label(cell, ceiling, record=record)} | "
+            lines.append(f"| {design_link(design.name)} | {size} | {rate_label(cell, ceiling_at(record, level), record=record)} | "
                          f"{'–' if law is None else format_rate(law)} | {cell['latency'].get('mean', 0):.0f} | "
                          f"{cell['latency'].get('p99', 0):.0f} | {memory_label(cell)} |")
         if design.status != "ok":
@@ -221,7 +220,7 @@ def figure(record: ScenarioRecord | None, design_name: str, size: int) -> str:
     if record is None or cell is None:
         return "not measured"
     return (f"{format_rate(cell['rate']['median'])} req/s at {size}"
-            f"{rate_flags(cell, ceiling_median(record), record=record)} (`{record.id}`)")
+            f"{rate_flags(cell, ceiling_at(record, cell['runs'][0].concurrency), record=record)} (`{record.id}`)")
 
 
 RULES = [  # model, design, the rule, the scenarios whose figures stand behind it
@@ -291,7 +290,7 @@ def grid_cell(record: ScenarioRecord, workers: int) -> str:
             return f"✗ {str(failed[0].error)[:60]}"
         raise GridError(f"{where} has no run of {GTHREAD} at {workers} workers (the grid's rows: "
                         f"{sorted(set(record.settings.sizes[GTHREAD]))}): re-run the scenario")
-    ceiling = ceiling_median(record)
+    ceiling = ceiling_at(record, found["runs"][0].concurrency)
     pss = [run.server_resources.peak_pss_mib for run in found["runs"] if run.server_resources]
     pss = [value for value in pss if value is not None]
     memory = f"{statistics.median(pss):.0f} MiB" if pss else "– MiB"

@@ -16,10 +16,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 LOOPBACK = "127.0.0.1"
 STOP_GRACE_SECONDS = 8.0  # servers promise to exit within 5 s of SIGTERM; a supervisor kills its workers at 6 s
@@ -181,22 +183,95 @@ def running_server(command: Sequence[str], port: int, log_dir: Path, host: str =
                                               whole_group=signal_whole_group)
 
 
-def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None,
-             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a load tool in its own process group with a hard timeout; never leave it behind."""
+@dataclass(frozen=True)
+class ToolUsage:
+    """What a load tool's own process cost: its CPU time (the kernel's count, os.wait4: user and system, with the
+    children it waited for) over the wall time from its start to its exit."""
+
+    user_seconds: float
+    system_seconds: float
+    wall_seconds: float
+
+    def as_record(self) -> dict[str, float]:
+        """The run's `load_tool_resources` (model/records/scenario_record.LoadToolResources)."""
+        return {"cpu_seconds": round(self.user_seconds + self.system_seconds, 3),
+                "user_seconds": round(self.user_seconds, 3), "system_seconds": round(self.system_seconds, 3),
+                "wall_seconds": round(self.wall_seconds, 3)}
+
+
+class ToolRun(subprocess.CompletedProcess[str]):
+    """A finished load tool: its exit code and output, and its own CPU time (`usage`; None if it was not reaped)."""
+
+    def __init__(self, args: list[str], returncode: int, stdout: str, stderr: str,
+                 usage: ToolUsage | None = None) -> None:
+        super().__init__(args, returncode, stdout, stderr)
+        self.usage = usage
+
+
+def run_tool(command: Sequence[str], timeout: float, cpu: str | None = None, cwd: Path | None = None) -> ToolRun:
+    """Run a load tool in its own process group with a hard timeout; never leave it behind.
+
+    The harness reaps the tool itself (os.wait4), so the record can say how much CPU the tool used: a tool at
+    the limit of its core is what limited the run (model/limits.py). Its output is read by two threads meanwhile.
+    """
+    started = time.monotonic()
     process = subprocess.Popen(pinned(command, cpu), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                stdin=subprocess.DEVNULL, start_new_session=True, text=True, cwd=cwd)
+    output: dict[str, str] = {}
+    reaped: list[tuple[int, Any, float]] = []
+
+    def drain(name: str, stream: IO[str]) -> None:
+        with stream:
+            output[name] = stream.read()
+
+    def reap() -> None:
+        _, status, usage = os.wait4(process.pid, 0)
+        reaped.append((status, usage, time.monotonic() - started))
+
+    threads = [threading.Thread(target=drain, args=(name, stream), daemon=True)
+               for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))]
+    waiter = threading.Thread(target=reap, daemon=True)
+    for thread in (*threads, waiter):
+        thread.start()
+    timed_out = False
     try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        stop_process_group(process, grace=1.0)
-        stdout, stderr = process.communicate()
-        stderr += f"\n[harness] killed after the {timeout:.0f} s timeout"
-        return subprocess.CompletedProcess(list(command), -9, stdout, stderr)
+        waiter.join(timeout)
+        if waiter.is_alive():
+            timed_out = True
+            _kill_tool_group(process.pid, waiter)
     finally:
-        if process.poll() is None:  # KeyboardInterrupt or any other escape
-            stop_process_group(process, grace=1.0)
-    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
+        if waiter.is_alive():  # KeyboardInterrupt or any other escape
+            _kill_tool_group(process.pid, waiter)
+    for thread in threads:
+        thread.join(5.0)  # the pipes close when the group is gone
+    if not reaped:
+        raise RuntimeError(f"{command[0]} could not be reaped")
+    status, rusage, wall = reaped[0]
+    process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    stdout, stderr = output.get("stdout", ""), output.get("stderr", "")
+    usage = ToolUsage(rusage.ru_utime, rusage.ru_stime, wall)
+    if timed_out:
+        return ToolRun(list(command), -9, stdout, stderr + f"\n[harness] killed after the {timeout:.0f} s timeout", usage)
+    return ToolRun(list(command), process.returncode, stdout, stderr, usage)
+
+
+def tool_usage_record(completed: subprocess.CompletedProcess[str]) -> dict[str, float] | None:
+    """A finished tool's `load_tool_resources` for its run's record; None when it was not run by run_tool."""
+    usage = getattr(completed, "usage", None)
+    return usage.as_record() if isinstance(usage, ToolUsage) else None
+
+
+def _kill_tool_group(pid: int, waiter: threading.Thread, grace: float = 1.0) -> None:
+    """SIGTERM to a tool's group, then SIGKILL after the grace; returns once the waiter has reaped the tool."""
+    for stop in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, stop)
+        waiter.join(grace)
+        if not waiter.is_alive():
+            break
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)  # what the leader left behind
+    waiter.join()
 
 
 def group_pids(pgid: int) -> list[int]:

@@ -122,7 +122,8 @@ class ApacheBench:
         timeout = float(settings.time_limit or 600) + 60
         completed = processes.run_tool(command, timeout=timeout, cpu=cpu)
         record: dict[str, Any] = {"tool": self.name, "command": command, "concurrency": concurrency,
-                                  "keep_alive": bool(settings.keep_alive), "exit_code": completed.returncode}
+                                  "keep_alive": bool(settings.keep_alive), "exit_code": completed.returncode,
+                                  "load_tool_resources": processes.tool_usage_record(completed)}
         (workdir / "ab.stdout").write_text(completed.stdout)
         try:
             record.update(parse_run(completed.stdout, _read(workdir / "ab.csv"), _read(workdir / "ab.tsv")))

@@ -84,6 +84,7 @@ class EchoClient:
         (workdir / "echo_client.stderr").write_text(completed.stderr)
         record: dict[str, Any] = {"tool": self.name, "command": command, "concurrency": concurrency,
                                   "keep_alive": False, "exit_code": completed.returncode,
+                                  "load_tool_resources": processes.tool_usage_record(completed),
                                   "requests_requested": concurrency}  # one sentence per connection
         try:
             record.update(parse_output(completed.stdout))

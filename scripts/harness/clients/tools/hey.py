@@ -139,6 +139,7 @@ class Hey:
             return record
         (workdir / "hey.csv").write_text(completed.stdout)
         record["exit_code"] = completed.returncode
+        record["load_tool_resources"] = processes.tool_usage_record(completed)
         stopped = bool(settings.time_limit) and completed.returncode == TIMED_OUT_EXIT
         record["stopped_by_time_limit"] = stopped
         if completed.returncode != 0 and not stopped:

@@ -126,6 +126,7 @@ class HttpClient:
             return record
         (workdir / "http_load.stdout").write_text(completed.stdout)
         record["exit_code"] = completed.returncode
+        record["load_tool_resources"] = processes.tool_usage_record(completed)
         try:
             record.update(parse_run(completed.stdout))
         except ValueError as error:

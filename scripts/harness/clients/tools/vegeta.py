@@ -159,3 +159,4 @@ class Vegeta:
 
 
 TOOL = Vegeta()
+            record["load_tool_resources"] = processes.tool_usage_record(attack)

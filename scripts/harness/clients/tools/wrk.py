@@ -211,6 +211,7 @@ class Wrk:
             record["error"] = completed.stderr.strip()[-500:] or f"wrk exited with code {completed.returncode}"
             return record
         try:
+        record["load_tool_resources"] = processes.tool_usage_record(completed)
             record.update(parse_run(completed.stdout))
             record["error"] = None
             if settings.header_statistic:  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}

@@ -41,6 +41,16 @@ class ServerResources(Typed):
     peak_pss_mib: float | None = optional()  # PSS: records before it was measured lack it
 
 
+class LoadToolResources(Typed):
+    """The load tool's own process during one run (system/processes.run_tool, os.wait4): its CPU time over its
+    wall time, so a reader can tell a tool at the limit of its core from a server at the limit of its own."""
+
+    cpu_seconds: float
+    user_seconds: float
+    system_seconds: float
+    wall_seconds: float
+
+
 class WarmUp(Typed):
     """The scenario's `warm_up`: the same load for that many seconds before the run, not counted."""
 
@@ -119,6 +129,7 @@ class Run(Typed):
     time_wait_overflows: int | None = None
     time_limit: float | None = None
     server_resources: ServerResources | None = None
+    load_tool_resources: LoadToolResources | None = optional()  # records before it was measured lack it
     non_2xx: int | None = optional()
     failed_by_kind: dict[str, int] | None = optional()
     answered: int | None = optional()
