@@ -23,9 +23,6 @@ machine apart from a design that varies.
 
 from __future__ import annotations
 
-import csv
-import io
-
 import dataclasses
 import statistics
 from dataclasses import dataclass
@@ -224,24 +221,12 @@ def _rate(median: float | None) -> str:
     return "–" if median is None else format_rate(median)
 
 
-def cells_csv(first_run: dict[str, ScenarioRecord], second_run: dict[str, ScenarioRecord]) -> str:
-    """Every cell of every scenario compared, one line each: the download in place of a table per scenario (202 rows
-    made the methodology page twice the reading budget)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["scenario", "design", "level", "run_a_requests_per_second", "run_b_requests_per_second",
-                     "difference", "note"])
-    for scenario_id in sorted(first_run.keys() & second_run.keys()):
-        first, second = first_run[scenario_id], second_run[scenario_id]
-        if not_comparable(first, second):
-            continue
-        for cell in compare_cells(first, second):
-            writer.writerow([scenario_id, cell.design, format_level(first, cell.level),
-                             "" if cell.first is None else round(cell.first, 1),
-                             "" if cell.second is None else round(cell.second, 1),
-                             "" if cell.difference is None else f"{cell.difference:.1%}",
-                             "" if _note(cell) == "–" else _note(cell)])
-    return buffer.getvalue()
+def cell_table(record: ScenarioRecord, cells: list[Cell]) -> str:
+    head = (f"| Design | {level_header(record)} | Run A, req/s | Run B, req/s | \\|B−A\\|/A | Note |\n"
+            "|---|---|---|---|---|---|\n")
+    rows = [f"| `{cell.design}` | {format_level(record, cell.level)} | {_rate(cell.first)} | {_rate(cell.second)} | "
+            f"{'–' if cell.difference is None else f'{cell.difference:.1%}'} | {_note(cell)} |" for cell in cells]
+    return head + "\n".join(rows) + "\n"
 
 
 def _outside(record: ScenarioRecord, cells: list[Cell]) -> str:
@@ -341,7 +326,8 @@ def repeatability_page(first_run: dict[str, ScenarioRecord], second_run: dict[st
             cells = compare_cells(first, second)
             every_cell += cells
             verdict = summary(cells)
-            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}")
+            sections.append(f"{title}: {verdict}.\n\n{speeds_line(first, second)}{_outside(first, cells)}"
+                            f"{cell_table(first, cells)}")
         overview.append(f"| `{scenario_id}` | {_when(first)} | {_when(second)} | {verdict.replace('|', '/')} |")
     missing = sorted(first_run.keys() - second_run.keys())
     extra = sorted(second_run.keys() - first_run.keys())
