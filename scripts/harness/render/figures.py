@@ -18,17 +18,19 @@ Every value is the median over the cell's repetitions, like the tables' bold
 numbers, and carries its unit. A figure whose record, design, level or metric
 is missing is an error that names it (FigureError): a page never shows a blank.
 
-A figure carries its cell's flag, the text the table prints after the cell's
-requests/s (cells.rate_flags: ⚠ spread when the runs disagreed, ⚠ tool-bound near
-the load tool's ceiling), whatever metric it quotes: the flag is the cell's, so
-a CPU time or a latency from a tool-bound cell measured the tool too. A flagged
-cell renders only into a Figure declared `allow_flagged=True`, the page's word
-that its sentence shows the flag and claims no more than the cell holds; without
-it rendering fails with a FigureError naming the figure and the flag, so a flag
-cannot get lost on the way to prose.
+A figure carries the flags of the number it quotes, never another's. A requests/s
+figure carries the flags its table cell prints (cells.rate_flags: ⚠ spread when the
+runs' rates disagreed, ⚠ short runs, ⚠ tool-bound by model/limits.py) and the repeat
+flag below. A latency carries the spread of that latency over the runs and the short
+runs flag; a CPU time, a memory figure or a process count only the spread of its own
+values (a server's CPU seconds are its own whatever limited the rate); a count
+(complete, failed) or a duration none (METRIC_FLAGS). A flagged figure renders only
+when it is declared `allow_flagged=True`, the page's word that its sentence shows the
+flag and claims no more than the number holds; without it rendering fails with a
+FigureError naming the figure and the flag, so a flag cannot get lost on the way to prose.
 
 A figure also carries its cell's repeat flag: when results/rerun/ holds a second run
-that is a repeat pair of the record (repeatability.not_comparable finds nothing: two
+that is a repeat pair of the record, a requests/s figure (repeatability.not_comparable finds nothing: two
 consecutive runs of one commit on one kernel, same settings) and run B's median of the
 cell lies outside the interval run A's repetitions give its median (the criterion of
 the repeatability page, repeatability.Cell.agrees), the figure says so after the number
@@ -48,7 +50,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
-from harness.render.cells import ceilings, cells_by_level, format_rate, level_key, rate_flags, summarise_cell
+from harness.model.stats import spread
+from harness.render.cells import (
+    ceilings,
+    cells_by_level,
+    format_rate,
+    level_key,
+    rate_flags,
+    short_run_warning,
+    spread_warning,
+    summarise_cell,
+)
 from harness.render.repeatability import compare_cells, not_comparable
 
 
@@ -75,6 +87,13 @@ def _milliseconds(value: float) -> str:
     return f"{value:,.0f} ms" if value >= 1000 else f"{value:.1f} ms"
 
 
+# metric -> how to read one run's value (the rate's and the counts' spreads are not read through it)
+METRIC_READERS: dict[str, Callable[[Run], float | None]] = {
+    "p50": _latency("p50"), "p99": _latency("p99"), "max": _latency("max"),
+    "cpu": _resource("cpu_seconds"), "cpu-per-1000": _resource("cpu_seconds_per_1000_requests"),
+    "rss": _resource("peak_rss_mib"), "processes": _resource("peak_processes"),
+}
+
 # metric -> (how to read it from the cell's runs, how to print the median with its unit)
 METRICS: dict[str, tuple[Callable[[list[Run]], float], Callable[[float], str]]] = {
     "rate": (lambda runs: summarise_cell(runs)["rate"]["median"], lambda value: f"{format_rate(value)} req/s"),
@@ -97,6 +116,16 @@ METRICS: dict[str, tuple[Callable[[list[Run]], float], Callable[[float], str]]] 
                   lambda value: f"{value:,.0f}"),
     "failed": (lambda runs: _median(runs, lambda run: run.failed, "failed"),
                lambda value: f"{value:,.0f} failed"),
+}
+
+
+# metric -> the flags it carries: "rate" (the cell's rate flags: spread of the rate, short runs, tool-bound, and the
+# repeat flag), "spread" (the spread of the metric's own values over the runs), "short" (runs under 1 s).
+METRIC_FLAGS: dict[str, frozenset[str]] = {
+    "rate": frozenset({"rate"}),
+    **{metric: frozenset({"spread", "short"}) for metric in ("p50", "p99", "max")},
+    **{metric: frozenset({"spread"}) for metric in ("cpu", "cpu-per-1000", "rss", "processes")},
+    **{metric: frozenset() for metric in ("complete", "duration", "window", "failed")},
 }
 
 
@@ -132,11 +161,23 @@ class Figure:
         return runs
 
     def flag(self, records: dict[str, ScenarioRecord]) -> str:
-        """The cell's flag exactly as its table cell prints it (' ⚠ spread 136%', ' ⚠ tool-bound (100%)'), or ''."""
+        """The flags of the number this figure quotes (METRIC_FLAGS), or '': a rate's as its table cell prints
+        them (' ⚠ spread 136%', ' ⚠ tool-bound (tool CPU 97%)'), another metric's spread of its own values."""
         record, _, is_ceiling = self._record_and_design(records)
-        cell = summarise_cell(self.cell_runs(records))
-        ceiling = None if is_ceiling else ceilings(record).get(self.level)
-        return rate_flags(cell, ceiling, record=record)
+        runs = self.cell_runs(records)
+        cell = summarise_cell(runs)
+        kinds = METRIC_FLAGS[self.metric]
+        if "rate" in kinds:
+            ceiling = None if is_ceiling else ceilings(record).get(self.level)
+            return rate_flags(cell, ceiling, record=record)
+        text = ""
+        if "spread" in kinds:
+            values = [value for value in (METRIC_READERS[self.metric](run) for run in runs) if value is not None]
+            if values and statistics.median(values):
+                text += spread_warning(spread(values))
+        if "short" in kinds:
+            text += short_run_warning(record, cell)
+        return text
 
     def repeat_flag(self, first: ScenarioRecord, second: ScenarioRecord | None) -> str:
         """' ⚠ second run 3,040 req/s (−30%)' when the repeat pair's run B put this cell's median outside run A's
@@ -171,7 +212,9 @@ class Figure:
                               f"results/{self.scenario}.json is flagged{flag}; rewrite the sentence so it does not "
                               f"lean on this number and drop the figure, or declare it allow_flagged=True and let "
                               f"the sentence show the flag")
-        return shown + flag + self.repeat_flag(records[self.scenario], (rerun_records or {}).get(self.scenario))
+        repeat = "" if "rate" not in METRIC_FLAGS[self.metric] else self.repeat_flag(
+            records[self.scenario], (rerun_records or {}).get(self.scenario))
+        return shown + flag + repeat
 
     def citation(self, records: dict[str, ScenarioRecord]) -> str:
         """Which record and which day: shown after the number, so a reader can tell two experiments apart."""
@@ -210,7 +253,8 @@ SITE_FIGURES: list[Figure] = [
     *_figures("sweep-10k", "nginx", 10000, ["rate", "cpu"], "tenk-nginx", allow_flagged=True),
     *_figures("sweep-10k", "asyncio-streams", 10000, ["rate"], "tenk-streams", allow_flagged=True),
     # Its second run's medians at 10,000 clients fell outside this run's intervals: the figures carry the repeat flag.
-    *_figures("async-python-part-1", "threaded-echo", 10000, ["rate", "failed", "rss"], "echo-threads-c10000"),
+    *_figures("async-python-part-1", "threaded-echo", 10000, ["rate", "failed"], "echo-threads-c10000"),
+    *_figures("async-python-part-1", "threaded-echo", 10000, ["rss"], "echo-threads-c10000", allow_flagged=True),
     *_figures("async-python-part-1", "asyncio-echo", 10000, ["rate", "failed", "rss"], "echo-asyncio-c10000"),
     # CPU-bound work on two cores.
     *_figures("cpu-bound", "thread-per-connection", 10, ["rate"], "cpu-threads-c10"),
@@ -249,7 +293,8 @@ SITE_FIGURES: list[Figure] = [
     *_figures("database-multiple", "asyncio-asyncpg", 50, ["rate"], "db-multiple-asyncio-asyncpg", allow_flagged=True),
     *_figures("database-multiple", "gunicorn-gthread-psycopg", 50, ["rate", "p99"], "db-multiple-gthread",
               allow_flagged=True),
-    *_figures("database-multiple", "threads-psycopg-pool", 50, ["rate", "p99"], "db-multiple-threads-pool"),
+    *_figures("database-multiple", "threads-psycopg-pool", 50, ["rate"], "db-multiple-threads-pool"),
+    *_figures("database-multiple", "threads-psycopg-pool", 50, ["p99"], "db-multiple-threads-pool", allow_flagged=True),
     *_figures("database-multiple", "thread-per-connection-psycopg", 50, ["p99"], "db-multiple-thread-per-connection",
               allow_flagged=True),
     *_figures("database-multiple", "gevent-psycopg", 50, ["p99"], "db-multiple-gevent", allow_flagged=True),
