@@ -73,8 +73,33 @@ def test_littles_law_is_the_count_over_the_time_each_request_holds_it_capped_by_
     assert sizing_tables.littles_law(computing, 16, 0.005) == pytest.approx(2 / 0.005)  # the 2 CPUs bind
     threads = Outcome.from_json(fake_outcome("a", [], model="thread pool"))
     loop = Outcome.from_json(fake_outcome("b", [], model="processes + event loops"))
-    assert sizing_tables.in_flight(threads, 4, 64) == 4 and sizing_tables.in_flight(threads, 128, 64) == 64
-    assert sizing_tables.in_flight(loop, 1, 64) == 64  # an event loop holds every connection
+    sized = sizing_record({**WAITING, "size_arguments": {"a": ["--threads", "{size}"], "b": ["--workers", "{size}"]}})
+    assert sizing_tables.in_flight(sized, threads, 4, 64) == 4 and sizing_tables.in_flight(sized, threads, 128, 64) == 64
+    assert sizing_tables.in_flight(sized, loop, 1, 64) == 64  # an event loop holds every connection
+    # One process of one thread keeps one CPU busy, however many the harness lets it use (issue 31, finding 7).
+    assert sizing_tables.usable_cpus(sized, loop, 1) == 1 and sizing_tables.usable_cpus(sized, loop, 2) == 2
+    assert sizing_tables.usable_cpus(sized, threads, 1) == 2
+
+
+def test_no_littles_law_bound_is_below_what_was_measured_in_any_committed_sizing_record() -> None:
+    """Issue 31, finding 7: uvicorn with one worker was bounded at 19,704 req/s (two CPUs) and gthread with one
+    worker at 1,974 (one request at a time, though it runs 16 threads) against 2,110 measured."""
+    from harness.model.records import load_scenario_records
+
+    records = load_scenario_records()
+    checked = 0
+    for scenario_id in sizing_tables.SCENARIOS:
+        record = records.get(scenario_id)
+        if record is None:
+            continue
+        for design in record.designs:
+            for (size, level), cell in sizing_tables.cells(design).items():
+                bound = sizing_tables.littles_law(record, sizing_tables.in_flight(record, design, size, level),
+                                                  sizing_tables.cpu_per_request(cell),
+                                                  sizing_tables.usable_cpus(record, design, size))
+                checked += 1
+                assert bound is None or bound >= cell["rate"]["median"], (scenario_id, design.name, size, bound)
+    assert checked > 40
 
 
 def test_the_table_gives_each_count_its_row_with_memory_per_process_held() -> None:

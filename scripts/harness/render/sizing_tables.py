@@ -6,8 +6,11 @@ the repetitions. Beside each measured rate the tables put what Little's law allo
 requests in the server at once, each W seconds long, a server completes L / W requests a second.
 L is the smaller of the count and the connections the tool holds; W is the scenario's simulated
 call plus the CPU the server spent per request (measured: its process group's CPU seconds over its
-answers); and no server answers faster than its CPUs can do that CPU work (CPUs / CPU per
-request). Where a design falls short of that line, the page says why. Memory is the process
+answers); and no server answers faster than the CPUs it can keep busy can do that CPU work (CPUs /
+CPU per request): one per process for processes of one thread (a Python event loop, a sequential
+worker: uvicorn with one worker is bounded by one CPU, not the two it may use), every CPU the
+server may use for a thread pool or a Rust runtime. A bound is never below a measurement: a test
+checks every committed record. Where a design falls short of that line, the page says why. Memory is the process
 group's peak PSS divided by the processes it held at the peak (peak_processes), so a Gunicorn
 arbiter counts as one of the processes.
 """
@@ -59,19 +62,46 @@ def cpu_per_request(cell: dict[str, Any]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def in_flight(design: Outcome, size: int, connections: float) -> float:
-    """Requests a design holds at once: an event loop holds every connection; a thread or process holds one."""
-    return connections if "event loop" in design.model else min(size, connections)
+def sized_by(record: ScenarioRecord, design: Outcome) -> str | None:
+    """The option the sweep sets to the count: "--workers" (processes) or "--threads" (threads in one process)."""
+    arguments = (record.settings.size_arguments or {}).get(design.name) or []
+    return next((argument for argument in arguments if argument.startswith("--")), None)
 
 
-def littles_law(record: ScenarioRecord, held: float, cpu: float | None) -> float | None:
-    """Requests/s Little's law allows with `held` requests at once: held / (call + CPU), capped by CPUs / CPU."""
+def one_thread_per_process(design: Outcome) -> bool:
+    """A design whose every process runs one thread (an event loop in Python, or sequential workers): it can use
+    one CPU per process, however many connections it holds. A Rust runtime or a thread pool can use more."""
+    model = design.model
+    return ("sequential" in model or "event loop" in model) and "thread" not in model and "Rust" not in model
+
+
+def in_flight(record: ScenarioRecord, design: Outcome, size: int, connections: float) -> float:
+    """Requests a design holds at once: a thread or a sequential process holds one, so a count of them holds that
+    many; an event loop may hold every connection, and so may workers of a thread pool each (gthread sized by
+    --workers: its threads per worker, 16 in its config, are not the count)."""
+    every_connection = "event loop" in design.model or (
+        sized_by(record, design) == "--workers" and "thread" in design.model)  # workers of a thread pool each
+    return connections if every_connection else min(size, connections)
+
+
+def usable_cpus(record: ScenarioRecord, design: Outcome, size: int) -> int:
+    """CPUs the design can keep busy at this count: one per process for one-thread processes (uvicorn with one
+    worker: one CPU, not the two the harness lets it use), else every CPU the server may use."""
+    cpus = server_cpus(record)
+    if not one_thread_per_process(design):
+        return cpus
+    return min(cpus, size if sized_by(record, design) == "--workers" else 1)
+
+
+def littles_law(record: ScenarioRecord, held: float, cpu: float | None, cpus: int | None = None) -> float | None:
+    """Requests/s Little's law allows with `held` requests at once: held / (call + CPU), capped by `cpus` (default:
+    every CPU the server may use) ÷ CPU per request."""
     delay = record.settings.delay
     busy = delay + (cpu or 0.0)
     if busy <= 0:
         return None
     bound = held / busy
-    return min(bound, server_cpus(record) / cpu) if cpu else bound
+    return min(bound, (cpus or server_cpus(record)) / cpu) if cpu else bound
 
 
 def memory_label(cell: dict[str, Any]) -> str:
@@ -97,7 +127,8 @@ def sizing_table(record: ScenarioRecord) -> str:
              "|---|--:|--:|--:|--:|--:|--:|"]
     for design in record.designs:
         for (size, level), cell in cells(design).items():
-            law = littles_law(record, in_flight(design, size, level), cpu_per_request(cell))
+            law = littles_law(record, in_flight(record, design, size, level), cpu_per_request(cell),
+                              usable_cpus(record, design, size))
             lines.append(f"| {design_link(design.name)} | {size} | {rate_label(cell, ceiling_at(record, level), record=record)} | "
                          f"{'–' if law is None else format_rate(law)} | {cell['latency'].get('mean', 0):.0f} | "
                          f"{cell['latency'].get('p99', 0):.0f} | {memory_label(cell)} |")
@@ -113,9 +144,11 @@ def caption(record: ScenarioRecord) -> str:
     pinning = record.environment.pinning
     how = ("Threads needed: offered rate × the 0.1 s call (Little's law); ✗ where the pool is smaller. Latency "
            "is from each request's scheduled start, so time spent queued counts." if record.settings.rate
-           else f"Little's law: the requests held at once (the count for threads and processes, every connection for an "
-                f"event loop) ÷ (call + the server's measured CPU per request), capped "
-                f"by {server_cpus(record)} CPUs ÷ CPU per request. Memory: peak PSS of the process group ÷ the "
+           else f"Little's law: the requests held at once (the count of threads or of sequential processes; every "
+                f"connection for an event loop, or for workers whose threads the sweep does not set) ÷ (call + the "
+                f"server's measured CPU per request), capped by the CPUs it can keep busy ÷ CPU per request: one per "
+                f"process for one-thread processes (a Python event loop, a sequential worker), else the "
+                f"{server_cpus(record)} the server may use. Memory: peak PSS of the process group ÷ the "
                 "processes it held.")
     return (f"*{record.scenario.title}. Each count is a fresh server; {runs} "
             f"{'run' if runs == 1 else 'runs'} per count, the median in bold (⚠ when the runs disagree by more than "
