@@ -64,7 +64,7 @@ from harness.render.how_fast_tables import how_fast_files, steps_files
 from harness.render.memory import memory_page
 from harness.render.predict import predict_files
 from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
-from harness.render.repeatability import leaders, repeatability_page, scenario_agreement
+from harness.render.repeatability import cells_csv, leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
 from harness.render.sizing_tables import is_sizing, sizing_files
 from harness.render.survival import survival_files
@@ -349,6 +349,18 @@ def caption(record: ScenarioRecord) -> str:
             f"({record.mode} run). Raw record: `results/{record.id}.json`.{source}")
 
 
+def short_caption(record: ScenarioRecord) -> str:
+    """A design page's caption: the work and its flags in full, the set-up in a line. The scenario's own table says
+    the rest once, with every column: twenty full captions and full tables made a design page (asyncio-streams)
+    pass the 5,000-word reading budget (issue 35)."""
+    settings, environment = record.settings, record.environment
+    return (f"{work_per_request(record)} Median of {settings.repeat} repetition(s), {record.scenario.tool}, keep-alive "
+            f"{'on' if settings.keep_alive else 'off'}; commit `{environment.commit[:10]}`, {record.started_utc} "
+            f"({record.mode} run). Every column (the median's {interval_name(settings.repeat)}, p90 and max latency, "
+            f"completed requests) and the full set-up (pinning, machine, tools) are under the scenario's own table "
+            f"and in `results/{record.id}.json`.")
+
+
 def table_head(record: ScenarioRecord, with_name: bool, every_column: bool = False) -> str:
     names = (["Design", "Model"] if every_column else ["Design"]) if with_name else []
     headers = names + [header for header, _ in columns(record, every_column)]
@@ -368,7 +380,8 @@ def _indent(text: str) -> str:
     return "".join(f"    {line}" if line.strip() else line for line in text.splitlines(keepends=True))
 
 
-def _tables(record: ScenarioRecord, designs: list[Outcome], with_name: bool, ceiling: Outcome | None = None) -> str:
+def _tables(record: ScenarioRecord, designs: list[Outcome], with_name: bool, ceiling: Outcome | None = None,
+            brief: bool = False) -> str:
     """The narrow table, then the full one behind a toggle (the tool's `ceiling` last, unbolded), then the caption."""
     def rows(every_column: bool) -> str:
         lines = []
@@ -380,6 +393,8 @@ def _tables(record: ScenarioRecord, designs: list[Outcome], with_name: bool, cei
 
     summary = table_head(record, with_name) + rows(every_column=False)
     full = table_head(record, with_name, every_column=True) + rows(every_column=True)
+    if brief:  # a design page: the narrow table and a short caption; every column is in the scenario's own table
+        return summary + "\n" + short_caption(record) + "\n"
     return summary + "\n" + every_column_toggle(record) + _indent(full) + "\n" + caption(record) + "\n"
 
 
@@ -390,7 +405,7 @@ def scenario_table(record: ScenarioRecord) -> str:
 
 
 def design_table(record: ScenarioRecord, design: Outcome) -> str:
-    return _tables(record, [design], with_name=False)
+    return _tables(record, [design], with_name=False, brief=True)
 
 
 def format_duration(seconds: float) -> str:
@@ -460,10 +475,12 @@ def memory_files(inputs: RenderInput) -> dict[Path, str]:
 
 
 def repeatability_files(inputs: RenderInput) -> dict[Path, str]:
-    """repeatability.md (every scenario) and peak-repeatability.md (does the peak rate repeat?), always there."""
+    """repeatability.md (every scenario), its cells as the download repeatability-cells.csv, and peak-repeatability.md
+    (does the peak rate repeat?), always there."""
     return {
         inputs.generated_dir / "repeatability.md": HEADER.format(source="results/ (run A) and results/rerun/ (run B)")
         + repeatability_page(inputs.scenario_records, inputs.rerun_scenario_records),
+        inputs.plots_dir / "repeatability-cells.csv": cells_csv(inputs.scenario_records, inputs.rerun_scenario_records),
         inputs.generated_dir / "peak-repeatability.md": HEADER.format(
             source="results/peak.json and results/rerun/peak.json")
         + scenario_agreement(inputs.scenario_records, inputs.rerun_scenario_records, "peak", PEAK_AGREEMENT)
