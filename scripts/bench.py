@@ -15,6 +15,7 @@
     python scripts/bench.py instructions [--quick] [--row NAME ...]
     python scripts/bench.py conformance [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
     python scripts/bench.py deployment race|overload [--design NAME ...] [--quick] [--out DIR]
+    python scripts/bench.py recipe check|quota [--quick] [--out DIR]
     python scripts/bench.py streaming [--design NAME ...] [--phase NAME ...] [--quick] [--out DIR]
 
 Exit codes: 0 success; 1 a design failed (or was refused) or a table is stale; 2 bad input
@@ -53,11 +54,12 @@ from harness.suites import (  # noqa: E402
     instructions,
     interleave,
     plan,
+    recipe,
     restart,
     runner,
     streaming,
 )
-from harness.system import launcher, processes  # noqa: E402
+from harness.system import cpu_quota, launcher, processes  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -337,6 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     deployment_parser = commands.add_parser("deployment", help="behind nginx (the idle-timeout race) and past capacity")
     deployment.add_arguments(deployment_parser)
     deployment_parser.set_defaults(handler=deployment.command)
+    recipe_parser = commands.add_parser("recipe", help="the recipe's configurations on the real stack; a CPU quota")
+    recipe.add_arguments(recipe_parser)
+    recipe_parser.set_defaults(handler=recipe.command)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)
@@ -360,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
     except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError, deployment.DeploymentPlanError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
+            restart.RestartPlanError, deployment.DeploymentPlanError, recipe.RecipePlanError,
+            cpu_quota.QuotaUnavailableError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

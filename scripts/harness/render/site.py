@@ -66,6 +66,7 @@ from harness.render.predict import predict_files
 from harness.render.presentation import WIDE_TABLE_CLASS, design_link, wide_table
 from harness.render.repeatability import cells_csv, leaders, repeatability_page, scenario_agreement
 from harness.render.servers_index import servers_index
+from harness.render.recipe_tables import recipe_files
 from harness.render.sizing_tables import is_sizing, sizing_files
 from harness.render.survival import survival_files
 from harness.render.survival_grid import survival_grid_files
@@ -624,6 +625,11 @@ def sizing_page_files(inputs: RenderInput) -> dict[Path, str]:
     return sizing_files(inputs.scenario_records, inputs.generated_dir, inputs.plots_dir)
 
 
+def recipe_page_files(inputs: RenderInput) -> dict[Path, str]:
+    """The recipe page: the rules as JSON for its calculator, worked examples, the stack check, the CPU quota."""
+    return recipe_files(inputs.results_dir, inputs.generated_dir)
+
+
 def survival_grid_page_files(inputs: RenderInput) -> dict[Path, str]:
     """survive-grid.md: the hostile matrix as a coloured grid, its legend and a verdict per design."""
     return survival_grid_files(inputs.results_dir, inputs.generated_dir)
@@ -666,6 +672,7 @@ RENDERERS: list[Renderer] = [
     deployment_page_files,
     streaming_page_files,
     sizing_page_files,
+    recipe_page_files,
 ]
 
 
@@ -704,7 +711,7 @@ def plots_dir(generated_dir: Path) -> Path:
 
 def generated_paths(generated_dir: Path) -> set[Path]:
     """Every file render owns that exists now."""
-    owned = set(generated_dir.rglob("*.md")) if generated_dir.exists() else set()
+    owned = {*generated_dir.rglob("*.md"), *generated_dir.rglob("*.json")} if generated_dir.exists() else set()  # json: the recipe's rules
     plot_dir = plots_dir(generated_dir)
     downloads = {*plot_dir.glob("*.svg"), *plot_dir.glob("*.csv")} if plot_dir.exists() else set()  # csv: full matrices
     return owned | downloads

@@ -180,6 +180,15 @@ def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: 
         yield server
 
 
+@contextlib.contextmanager
+def running_configuration(command: Sequence[str], port: int, workdir: Path, cpu: str | None,
+                          stop_signal: signal.Signals) -> Iterator[processes.RunningServer]:
+    """A real server started from a configuration the harness wrote (the recipe's gunicorn.conf.py or uvicorn line,
+    suites/recipe.py), not from a catalogue design: from the repository root, pinned, stopped with stop_signal."""
+    with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT, stop_signal=stop_signal) as server:
+        yield server
+
+
 def started_design(design: Design, port: int, delay: float, workdir: Path, work: int = 0,
                    announce: Callable[[list[str]], None] = lambda command: None,
                    database: str | None = None) -> subprocess.Popen[bytes]:

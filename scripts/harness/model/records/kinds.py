@@ -12,6 +12,7 @@ from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
 from harness.model.records.instructions_record import InstructionsRecord
 from harness.model.records.multi_process_records import BalanceRecord, InFlightRecord, RestartRecord
+from harness.model.records.recipe_records import CheckRecord, QuotaRecord
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.streaming_record import StreamingRecord
 from harness.model.records.typed import Typed
@@ -23,6 +24,8 @@ RECORD_KINDS: dict[str, type[Typed]] = {
     "restart-in-flight": InFlightRecord,
     "overload": OverloadRecord,
     "proxy-race": RaceRecord,
+    "recipe-check": CheckRecord,
+    "cpu-quota": QuotaRecord,
     "conformance": ConformanceRecord,
     "hostile": HostileRecord,
     "how-fast-steps": StepsRecord,
