@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.model import limits
 from harness.model.records.streaming_record import StreamClient, StreamingRecord, StreamRow
 from harness.render.presentation import design_link, design_style
 
@@ -27,7 +28,6 @@ STREAM_DESIGNS = ("sse-thread-per-connection", "sse-thread-pool", "sse-asyncio-s
 STOP_BOUNDS = (("sse-uvicorn", "sse-uvicorn-stop-timeout", "--timeout-graceful-shutdown"),
                ("sse-granian", "sse-granian-stop-timeout", "--workers-kill-timeout"))
 STREAM_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")  # matplotlib's tab10, dark enough
-TOOL_BOUND_SHARE = 0.9  # the client used this share of its CPU or more: it may have been what limited the events
 OUTCOMES = ("clean", "cut between events", "truncated", "reset", "no answer", "open")
 NOT_MEASURED = ("*Not measured yet: no `results/streaming.json`. `python scripts/bench.py streaming --quick` "
                 "measures it on your machine (into build/).*\n")
@@ -69,7 +69,7 @@ def held_and_per_stream(row: StreamRow) -> tuple[int, str]:
 def events_share(row: StreamRow, client: StreamClient) -> str:
     """The events received as a share of those due, flagged when the client may have been what held them back."""
     share = 100 * client.events / row.events_expected if row.events_expected else 0.0
-    flag = " ⚠ client CPU-bound" if (row.client_cpu_share or 0) >= TOOL_BOUND_SHARE else ""
+    flag = " ⚠ client CPU-bound" if (row.client_cpu_share or 0) >= limits.CPU_SATURATED else ""
     return f"{share:.0f}%{flag}"
 
 
