@@ -17,7 +17,7 @@ import pytest
 from harness.model.paths import REPO_ROOT
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import site
-from harness.render.figures import SITE_FIGURES, Figure, FigureError, figures_page
+from harness.render.figures import SITE_FIGURES, Figure, FigureError, figures_page, in_words
 
 FIXTURE = REPO_ROOT / "tests" / "fixtures" / "render" / "sweep-io.json"
 
@@ -131,13 +131,14 @@ def test_a_flagged_cell_renders_with_the_flag_its_table_cell_shows() -> None:
     rate = Figure("rate", "sweep-io", "thread-per-connection", 100, "rate", allow_flagged=True)
     p50 = Figure("p50", "sweep-io", "thread-per-connection", 100, "p50", allow_flagged=True)
     page = figures_page(with_ceiling(1000.0), [rate, p50])
-    assert "\n948.2 req/s ⚠ tool-bound (95% of ceiling) <small" in page
+    assert "\n948.2 req/s (⚠ at the load tool's limit, 95% of the most it reached) <small" in page
     # The latency of that cell is not a rate: it does not inherit the rate's flag (issue 31, finding 6).
     assert re.search(r"\n[0-9.,]+ ms <small", page)
-    # The flag is the table's own text, not a second wording of it.
+    # The flag is the table's own, said in words (figures.in_words), not a flag of its own making.
     record = with_ceiling(1000.0)["sweep-io"]
     row = next(row for row in site.design_rows(record, record.designs[0], with_name=False) if "| 100 |" in row)
     assert "**948.2** ⚠ tool-bound (95% of ceiling)" in row
+    assert in_words("948.2 req/s ⚠ tool-bound (95% of ceiling)") in page
     # The same cell under a ceiling it is far from has no flag, and needs no allowance.
     assert Figure("rate", "sweep-io", "thread-per-connection", 100, "rate").value(with_ceiling(5000.0)) == "948.2 req/s"
     # The ceiling's own cell is never tool-bound against itself.
@@ -162,7 +163,8 @@ def test_every_site_figure_from_a_flagged_cell_shows_its_flag_in_the_generated_p
     values = dict(re.findall(r"\[start:([a-z0-9-]+)\] -->\n(.*)\n", page))
     for figure in SITE_FIGURES:
         if not figure.allow_flagged:  # the repeat flag ('⚠ second run') is carried by any rate figure
-            assert "⚠" not in values[figure.name].split(" ⚠ second run")[0], f"{figure.name} is flagged without allow_flagged"
+            unrepeated = re.sub(r" \(⚠ a second run measured [^)]*\)", "", values[figure.name])
+            assert "⚠" not in unrepeated, f"{figure.name} is flagged without allow_flagged"
 
 
 def test_every_site_figure_is_quoted_by_a_page_and_every_quote_names_a_figure() -> None:
@@ -243,10 +245,11 @@ def test_the_generated_figures_carry_the_repeat_flag_of_the_committed_second_run
     values = dict(re.findall(r"\[start:([a-z0-9-]+)\] -->\n(.*)\n", page))
     for figure in SITE_FIGURES:
         flag = figure.repeat_flag(first[figure.scenario], second.get(figure.scenario))
-        if figure.metric == "rate":
-            assert flag in values[figure.name], figure.name
+        if figure.metric == "rate":  # said in words in the page (in_words), the table's flag behind them
+            assert (not flag or in_words("x" + flag).removeprefix("x (⚠ ").removesuffix(")")
+                    in values[figure.name]), figure.name
         else:  # a memory, CPU, latency or failure figure never carries its row's rate flag (issue 31, finding 6)
-            assert "second run" not in values[figure.name] and "tool-bound" not in values[figure.name], figure.name
+            assert "second run" not in values[figure.name] and "load tool" not in values[figure.name], figure.name
 
 
 def test_a_flag_describes_the_figure_it_sits_on_not_its_row() -> None:
@@ -263,3 +266,35 @@ def test_a_flag_describes_the_figure_it_sits_on_not_its_row() -> None:
         shown = Figure(metric, "sweep-io", "prefork", 1, metric, allow_flagged=True).value(records(), second_run(0.7))
         assert "second run" not in shown, (metric, shown)
     assert "second run" in Figure("rate", "sweep-io", "prefork", 1, "rate").value(records(), second_run(0.7))
+
+
+def test_every_flag_a_sentence_quotes_is_said_in_words() -> None:
+    """Issue 35: '3,621 req/s ⚠ spread 70% ⚠ second run 4,343 req/s (+20%)' reads, in a sentence, as words; a flag
+    the wording does not know stops the render instead of reaching a page as jargon."""
+    assert in_words("3,621 req/s ⚠ spread 70% ⚠ second run 4,343 req/s (+20%)") == (
+        "3,621 req/s (⚠ varied by 70% across runs; a second run measured 4,343 req/s, +20%, outside this run's range)")
+    assert in_words("0.57 CPU-seconds ⚠ 0.06 s runs") == "0.57 CPU-seconds (⚠ from runs of only 0.06 s)"
+    assert in_words("20,167 req/s ⚠ tool-bound (tool CPU 97%)") == (
+        "20,167 req/s (⚠ at the load tool's limit, its CPU 97% busy)")
+    assert in_words("8,087 req/s") == "8,087 req/s"
+    with pytest.raises(FigureError, match="no words"):
+        in_words("8,087 req/s ⚠ something new")
+    page = (REPO_ROOT / "docs" / "_generated" / "figures.md").read_text(encoding="utf-8")
+    assert " ⚠ spread" not in page and " ⚠ second run" not in page and " ⚠ tool-bound" not in page
+
+
+def test_no_sentence_quotes_more_than_two_figures() -> None:
+    """Issue 35: a sentence with three or four numbers, each with its flags, is not read; two per sentence at most
+    (tables, where figures sit in cells, aside)."""
+    crowded = {}
+    for path in sorted((REPO_ROOT / "docs").rglob("*.md")):
+        if "_generated" in path.parts:
+            continue
+        text = re.sub(r"<table>.*?</table>", "", path.read_text(encoding="utf-8"), flags=re.S)
+        text = re.sub(r'--8<-- "docs/_generated/figures\.md:[^"]+"', "FIGURE", text)
+        for paragraph in re.split(r"\n\s*\n", text):
+            for sentence in re.split(r"(?<=[.!?:;])\s+", paragraph.replace("\n", " ")):
+                if sentence.count("FIGURE") > 2:
+                    crowded.setdefault(str(path.relative_to(REPO_ROOT)), []).append(sentence[:100])
+    assert crowded == {}
+

@@ -45,6 +45,7 @@ run, a CPU-bound run and a scaling run) then say so wherever the numbers differ.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -301,6 +302,38 @@ SITE_FIGURES: list[Figure] = [
 ]
 
 
+# A table prints a flag as a mark and a word (cells.rate_flags, spread_warning, short_run_warning, repeat_flag); a
+# sentence that quotes the number says it in words a newcomer reads (issue 35). Each pattern is one flag's table
+# text; methodology.md ("What a flag beside a number means") gives each flag's exact rule.
+FLAG_WORDS = [
+    (re.compile(r"spread (?P<size>\d+%)"), "varied by {size} across runs"),
+    (re.compile(r"tool-bound \(tool CPU (?P<busy>\d+%)\)"), "at the load tool's limit, its CPU {busy} busy"),
+    (re.compile(r"tool-bound \((?P<share>\d+%) of ceiling\)"),
+     "at the load tool's limit, {share} of the most it reached"),
+    (re.compile(r"(?P<seconds>[\d.]+) s runs"), "from runs of only {seconds} s"),
+    (re.compile(r"second run (?P<rate>[\d,.]+ req/s) \((?P<change>[−+][\d.]+%)\)"),
+     "a second run measured {rate}, {change}, outside this run's range"),
+]
+
+
+def in_words(value: str) -> str:
+    """'3,621 req/s ⚠ spread 70% ⚠ second run 4,343 req/s (+20%)' -> '3,621 req/s (⚠ varied by 70% across runs; a
+    second run measured 4,343 req/s, +20%)': the figure as a sentence quotes it. A flag without words stops rendering."""
+    number, *flags = value.split(" ⚠ ")
+    if not flags:
+        return value
+    said = []
+    for flag in flags:
+        for pattern, words in FLAG_WORDS:
+            match = pattern.fullmatch(flag)
+            if match:
+                said.append(words.format(**match.groupdict()))
+                break
+        else:
+            raise FigureError(f"the flag {flag!r} has no words for a sentence (render/figures.py FLAG_WORDS)")
+    return f"{number} (⚠ {'; '.join(said)})"
+
+
 def figures_page(records: dict[str, ScenarioRecord], figures: Sequence[Figure] = tuple(SITE_FIGURES),
                  rerun_records: dict[str, ScenarioRecord] | None = None) -> str:
     """Every figure as a snippet section, in the order given, each with its flags (its repeat flag from
@@ -313,6 +346,6 @@ def figures_page(records: dict[str, ScenarioRecord], figures: Sequence[Figure] =
     for figure in figures:
         source = f"results/{figure.scenario}.json, {figure.design}, level {figure.level:g}, {figure.metric}"
         sections.append(f"<!-- {source} --8<-- [start:{figure.name}] -->\n"
-                        f"{figure.value(records, rerun_records)} {figure.citation(records)}\n"
+                        f"{in_words(figure.value(records, rerun_records))} {figure.citation(records)}\n"
                         f"<!-- --8<-- [end:{figure.name}] -->\n")
     return "".join(sections)
