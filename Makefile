@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install serve site test bench bench-quick render lock clean
+.PHONY: install serve site test bench bench-quick free-threaded-python free-threaded-bench render lock clean
 
 $(VENV)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,19 @@ test: install  ## every test: servers, harness, tables, docs, code blocks, workf
 
 bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), the other suites, the tables
 	scripts/refresh_benchmarks.sh $(PY)
+
+# Free-threaded Python (docs/free-threaded.md): CPython 3.13.5 built twice from Debian's release tarball, with
+# and without the GIL, into ~/.cache/many-clients (about 7 minutes on two CPUs; nothing when both exist).
+free-threaded-python:  ## build CPython 3.13.5 and 3.13.5t (free-threaded) with the servers they run
+	scripts/build_free_threaded_python.sh
+
+# Which dependencies turn the GIL back on (minutes: source builds), then the three workloads, each a pair of
+# builds measured round robin (about 6 minutes each). Records in results/free-threaded/.
+free-threaded-bench: $(VENV)/.installed free-threaded-python  ## measure GIL against no GIL (about 25 minutes)
+	$(PY) scripts/bench.py gil-dependencies
+	for workload in cpu mixed hello; do \
+	  $(PY) scripts/bench.py run --scenario free-threaded-3.13-$$workload --out results/free-threaded || exit $$?; \
+	done
 
 bench-quick: install
 	$(PY) scripts/bench.py run --quick

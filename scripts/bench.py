@@ -8,6 +8,7 @@
     python scripts/bench.py run [--scenario S|GROUP] [--design NAME ...] [--quick] [--repeat K] [--out DIR]
     python scripts/bench.py restart [--design NAME ...] [--quick] [--in-flight] [--out DIR]
     python scripts/bench.py balance [--quick] [--out DIR]
+    python scripts/bench.py gil-dependencies [--python VERSION ...] [--output PATH]
     python scripts/bench.py render [--check]
     python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
     python scripts/bench.py how-fast steps|profile [--quick] [...]
@@ -48,6 +49,7 @@ from harness.suites import (  # noqa: E402
     balance,
     conformance,
     deployment,
+    gil_dependencies,
     hostile,
     how_fast,
     idle,
@@ -134,9 +136,9 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 
 def selected_scenarios(catalogue: Catalogue, name: str | None) -> list[Scenario]:
-    """Every scenario; or one by id; or an interleave group by its name (measured round robin)."""
+    """Every scenario but those run only by name; or one by id; or an interleave group by its name (round robin)."""
     if name is None:
-        return list(catalogue.scenarios.values())
+        return [scenario for scenario in catalogue.scenarios.values() if not scenario.settings(quick=False).named_only]
     return interleave.members(catalogue, name) or [catalogue.scenario(name)]
 
 
@@ -175,6 +177,12 @@ def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
     path, problems = run(catalogue, args.quick, args.design, args.out)
     print(f"Wrote {path}")
     return EXIT_OK if problems == 0 else EXIT_FAILED  # failed requests are findings, recorded
+
+
+def command_gil_dependencies(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Which dependencies install on each CPython, and which turn the GIL back on (harness/suites/gil_dependencies.py)."""
+    print(f"Wrote {gil_dependencies.run_gil_dependencies(args.python or ['3.13.5', '3.13.5t'], args.output)}")
+    return EXIT_OK
 
 
 def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
@@ -307,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
                                                       "run of every target, build/results/ otherwise)")
     restarting.set_defaults(handler=command_restart)
+    dependencies = commands.add_parser("gil-dependencies", help="install our dependencies on each CPython and ask "
+                                       "whether importing them turns the GIL back on (minutes: source builds)")
+    dependencies.add_argument("--python", action="append", default=None,
+                              help="a CPython version as the catalogue names it (repeatable; default 3.13.5 and 3.13.5t)")
+    dependencies.add_argument("--output", type=Path, default=gil_dependencies.RECORD_PATH)
+    dependencies.set_defaults(handler=command_gil_dependencies)
     balancing = commands.add_parser("balance", help="how evenly event-loop workers share connections")
     balancing.add_argument("--quick", action="store_true", help="fewer requests")
     balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"

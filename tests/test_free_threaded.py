@@ -1,16 +1,25 @@
-"""The free-threaded comparison renders the runner's records when both exist, and plain words otherwise."""
+"""Free-threaded Python (issue 33): the build refuses clearly, the GIL check reports what the server's processes say,
+and the page's tables render the pair of records side by side, flagging a run whose GIL came back on."""
 
 from __future__ import annotations
 
+import copy
 import json
-import shutil
-import statistics
+import os
+import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
+from harness.model.paths import REPO_ROOT
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import free_threaded
+from harness.system import gil_report, launcher
 
 FIXTURES = Path(__file__).parent / "fixtures" / "free_threaded"
+BUILD = REPO_ROOT / "scripts" / "build_free_threaded_python.sh"
 
 
 def fixture(kind: str) -> dict:
@@ -22,39 +31,217 @@ def typed(data: dict) -> ScenarioRecord:
     return ScenarioRecord.from_json(data, "test record")
 
 
-def place(results_dir: Path, *kinds: str) -> None:
-    for kind in kinds:
-        target = results_dir / "free-threaded" / kind / "cpu-bound.json"
-        target.parent.mkdir(parents=True)
-        shutil.copy(FIXTURES / f"{kind}.json", target)
+# --- the build command ------------------------------------------------------------------------------------------
 
 
-def test_without_records_the_page_says_the_run_has_not_happened_and_shows_no_number(tmp_path) -> None:
-    text = free_threaded.free_threaded_table(tmp_path)
-    assert text.startswith("*Not measured yet.*") and "missing: 3.14, 3.14t" in text
-    assert "req/s" not in text and not any(character.isdigit() for character in text.split("missing")[0]
-                                            .replace("3.14", "").replace("3.14t", ""))
+def fake_apt_get(folder: Path, calls: Path) -> Path:
+    """An apt-get on PATH that records that it was called and then fails as one without a network does."""
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "apt-get"
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\necho 'E: Failed to fetch (no network here)' >&2\nexit 100\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return folder
 
 
-def test_with_one_record_it_names_the_missing_interpreter(tmp_path) -> None:
-    place(tmp_path, "3.14")
-    assert "missing: 3.14t)" in free_threaded.free_threaded_table(tmp_path)
+def build(cache: Path, path_prefix: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "MANY_CLIENTS_CACHE": str(cache), **env}
+    if path_prefix is not None:
+        environment["PATH"] = f"{path_prefix}:{environment['PATH']}"
+    return subprocess.run([str(BUILD)], capture_output=True, text=True, env=environment, timeout=120, check=False)
 
 
-def test_with_both_records_each_cell_is_the_median_of_its_runs_side_by_side(tmp_path) -> None:
-    place(tmp_path, "3.14", "3.14t")
-    text = free_threaded.free_threaded_table(tmp_path)
-    records = {kind: typed(fixture(kind)) for kind in ("3.14", "3.14t")}
+def test_the_build_refuses_with_a_clear_error_when_the_source_cannot_be_fetched(tmp_path: Path) -> None:
+    calls = tmp_path / "apt-calls"
+    result = build(tmp_path / "cache", fake_apt_get(tmp_path / "bin", calls))
+    assert result.returncode == 1
+    assert "Could not fetch the CPython 3.13.5 source (python3.13_3.13.5.orig.tar.xz)" in result.stderr
+    assert "uv python install 3.14t" in result.stderr and "pyenv install 3.14.0t" in result.stderr  # the ways elsewhere
+    assert "E: Failed to fetch" in result.stderr  # apt's own words, passed on
+    # It asked with a sources file of its own, never the system's, and built nothing.
+    asked = calls.read_text()
+    assert f"Dir::Etc::SourceList={tmp_path}/cache/cpython-3.13.5/apt/sources.list" in asked
+    assert "Dir::Etc::SourceParts=/dev/null" in asked
+    sources = (tmp_path / "cache" / "cpython-3.13.5" / "apt" / "sources.list").read_text()
+    assert sources.startswith("deb-src ") and " trixie main" in sources
+    assert not (tmp_path / "cache" / "cpython-3.13.5" / "gil").exists()
+    assert not (tmp_path / "cache" / "venvs").exists()
 
-    def median(kind: str, name: str) -> float:
-        design = records[kind].design(name)
-        assert design is not None
-        return statistics.median(run.requests_per_second for run in design.runs)
 
-    gil, free = median("3.14", "thread-per-connection"), median("3.14t", "thread-per-connection")
-    row = next(line for line in text.splitlines() if line.startswith("| thread-per-connection |"))
-    assert f"| {free / gil:.2f} |" in row
-    assert "disabled (free-threaded build)" in text and "github-actions" in text
+def test_the_build_refuses_when_debian_cannot_be_reached(tmp_path: Path) -> None:
+    """The real apt-get, pointed at a mirror nothing listens on: the same refusal, within seconds."""
+    started = time.monotonic()
+    result = build(tmp_path / "cache", MANY_CLIENTS_DEBIAN_MIRROR="http://127.0.0.1:9/debian")
+    assert result.returncode == 1 and "Could not fetch the CPython 3.13.5 source" in result.stderr
+    assert time.monotonic() - started < 90
+
+
+def test_the_build_does_nothing_when_both_builds_exist(tmp_path: Path) -> None:
+    cache, calls = tmp_path / "cache", tmp_path / "apt-calls"
+    for prefix, python, venv in (("gil", "python3.13", "3.13.5"), ("free-threaded", "python3.13t", "3.13.5t")):
+        executable = cache / "cpython-3.13.5" / prefix / "bin" / python
+        executable.parent.mkdir(parents=True)
+        executable.write_text("#!/bin/sh\n")
+        executable.chmod(0o755)
+        environment = cache / "venvs" / venv
+        (environment / "bin").mkdir(parents=True)
+        (environment / "bin" / "python").symlink_to(executable)
+        (environment / ".installed").touch()
+        site_packages = environment / "lib" / "python3.13t" / "site-packages"
+        site_packages.mkdir(parents=True)
+        gil_report.install_hook(site_packages)
+    result = build(cache, fake_apt_get(tmp_path / "bin", calls))
+    assert result.returncode == 0 and "already built" in result.stdout
+    assert not calls.exists()  # no download, no build
+
+
+def test_the_launcher_finds_the_built_environments_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MANY_CLIENTS_CACHE", str(tmp_path))
+    with pytest.raises(launcher.InterpreterMissingError, match="make free-threaded-python"):
+        launcher.interpreter("3.13.5t")
+    python = tmp_path / "venvs" / "3.13.5t" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    assert launcher.interpreter("3.13.5t") == str(python)
+
+
+# --- the GIL check ----------------------------------------------------------------------------------------------
+
+
+def report_from(tmp_path: Path, program: str) -> subprocess.CompletedProcess[str]:
+    """Run `program` after the hook, as the .pth line runs it, with sys._is_gil_enabled as the program sets it."""
+    environment = {**os.environ, gil_report.ENVIRONMENT_VARIABLE: str(tmp_path / "gil")}
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=environment,
+                          timeout=30, check=True)
+
+
+HOOK = ("import os, runpy, sys, time\n"
+        "state = {'on': False}\n"
+        "sys._is_gil_enabled = lambda: state['on']\n"
+        f"exec(compile({gil_report.PTH_LINE.strip()!r}, 'pth', 'exec'))\n")
+
+
+def test_each_process_reports_the_gil_and_a_change_after_start_up_is_seen(tmp_path: Path) -> None:
+    program = HOOK + ("time.sleep(0.3)\n"
+                      "child = os.fork()\n"
+                      "if child == 0:\n"
+                      "    time.sleep(0.3)\n"
+                      "    os._exit(0)\n"
+                      "os.waitpid(child, 0)\n"
+                      "print(open(os.path.join(os.environ['MANY_CLIENTS_GIL_REPORT'], str(os.getpid()))).read())\n"
+                      "state['on'] = True  # an import turned it back on\n"
+                      "time.sleep(2 * 0.5 + 0.3)\n")
+    result = report_from(tmp_path, program)
+    assert result.stdout.strip() == "disabled"  # the process said so while the GIL was off
+    reports = {path.name: path.read_text() for path in (tmp_path / "gil").iterdir()}
+    assert len(reports) == 2  # the parent and its forked child, each under its pid
+    assert sorted(reports.values()) == ["disabled", "enabled"]  # the child off; the parent on once it changed
+    assert gil_report.read(tmp_path / "gil") == "enabled"  # any process with the GIL on: the run had it on
+
+
+def test_the_hook_is_silent_without_the_variable_or_without_sys_is_gil_enabled(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-c", gil_report.PTH_LINE], env={k: v for k, v in os.environ.items()
+                                                                      if k != gil_report.ENVIRONMENT_VARIABLE},
+                   check=True, timeout=30)
+    program = f"import sys, time\nexec(compile({gil_report.PTH_LINE.strip()!r}, 'pth', 'exec'))\ntime.sleep(0.3)\n"
+    if hasattr(sys, "_is_gil_enabled"):
+        program = "import sys\ndel sys._is_gil_enabled\n" + program
+    report_from(tmp_path, program)
+    assert gil_report.read(tmp_path / "gil") is None  # an interpreter that cannot say says nothing
+
+
+def test_read_says_disabled_only_when_every_process_said_so(tmp_path: Path) -> None:
+    folder = tmp_path / "gil"
+    assert gil_report.read(folder) is None
+    folder.mkdir()
+    (folder / "101").write_text("disabled")
+    (folder / ".102.partial").write_text("enabled")  # half-written: not a report
+    assert gil_report.read(folder) == "disabled"
+    (folder / "102").write_text("enabled")
+    assert gil_report.read(folder) == "enabled"
+
+
+def test_a_free_threaded_build_reports_the_gil_off_inside_a_running_design(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the build itself, where it exists here (`make free-threaded-python`): the hook reports from the server."""
+    from conftest import CATALOGUE, started
+
+    try:
+        python = launcher.interpreter("3.13.5t")
+    except launcher.InterpreterMissingError as error:
+        pytest.skip(str(error))
+    monkeypatch.setattr(sys, "executable", python)
+    with started(CATALOGUE.designs["thread-per-connection"], tmp_path):
+        time.sleep(gil_report.POLL_SECONDS + 0.5)
+        state = gil_report.read(launcher.gil_folder(tmp_path / "thread-per-connection"))
+    assert state == "disabled"
+
+
+# --- the page's tables ------------------------------------------------------------------------------------------
+
+
+def place(results_dir: Path, workload: str, pair: tuple[str, str], gil_on_in: int = 0) -> dict[str, dict]:
+    """The two fixture records as one workload's pair; the free-threaded one's first `gil_on_in` runs had the GIL on."""
+    written = {}
+    for python, source in zip(pair, ("3.14", "3.14t")):
+        data = fixture(source)
+        data["scenario"]["id"] = f"free-threaded-{workload}-{python}"
+        for design in data["designs"]:
+            for index, run in enumerate(design["runs"]):
+                run["gil"] = "enabled" if python == pair[0] or index < gil_on_in else "disabled"
+        target = results_dir / "free-threaded" / f"free-threaded-{workload}-{python}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(data))
+        written[python] = data
+    return written
+
+
+def render(tmp_path: Path) -> dict[Path, str]:
+    return free_threaded.free_threaded_files(tmp_path, tmp_path / "generated", "{source}\n")
+
+
+def test_without_records_every_file_says_so_in_words_and_shows_no_number(tmp_path: Path) -> None:
+    files = render(tmp_path)
+    assert files[tmp_path / "generated" / "free-threaded.md"].startswith("results/free-threaded/\n*Not measured yet:*")
+    workflow = files[tmp_path / "generated" / "free-threaded-3.14-cpu.md"]
+    assert "no run of it has come back" in workflow and "req" not in workflow
+    assert "Not checked yet" in files[tmp_path / "generated" / "free-threaded-dependencies.md"]
+
+
+def test_a_pair_renders_side_by_side_with_the_ratio_and_the_gil_state_of_each_cell(tmp_path: Path) -> None:
+    import statistics
+
+    written = place(tmp_path, "cpu", ("3.13.5", "3.13.5t"), gil_on_in=1)
+    table = render(tmp_path)[tmp_path / "generated" / "free-threaded-3.13-cpu.md"]
+
+    def median(python: str, name: str) -> float:
+        design = next(design for design in written[python]["designs"] if design["name"] == name)
+        return statistics.median(run["requests_per_second"] for run in design["runs"])
+
+    row = next(line for line in table.splitlines() if line.startswith("| [thread-per-connection](/designs/"))
+    ratio = median("3.13.5t", "thread-per-connection") / median("3.13.5", "thread-per-connection")
+    assert f"| {ratio:.2f} |" in row
+    assert row.endswith("| ⚠ **on** in 1 of 3 runs |")  # the free-threaded build, with its GIL back on: flagged
+    assert "3.13.5t / 3.13.5" in table and "round robin" in table
+    # The other pair has no record: it says so, with no number.
+    assert "no run of it has come back" in render(tmp_path)[tmp_path / "generated" / "free-threaded-3.14-cpu.md"]
+
+
+def test_a_cell_whose_runs_all_had_the_gil_off_says_so(tmp_path: Path) -> None:
+    place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
+    table = render(tmp_path)[tmp_path / "generated" / "free-threaded-3.13-cpu.md"]
+    assert "| off (3 of 3 runs) |" in table and "⚠ **on**" not in table
+
+
+def test_the_answer_gives_the_thread_designs_ratios_from_the_records(tmp_path: Path) -> None:
+    place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
+    assert "Not measured yet" in render(tmp_path)[tmp_path / "generated" / "free-threaded.md"]  # hello missing
+    place(tmp_path, "hello", ("3.13.5", "3.13.5t"))
+    answer = render(tmp_path)[tmp_path / "generated" / "free-threaded.md"]
+    records = free_threaded.load(tmp_path)
+    expected = free_threaded.ratios(records["cpu"], "3.13.5", "3.13.5t", free_threaded.THREADS)
+    assert list(expected) == ["thread-per-connection"]  # the fixture's one thread design
+    assert f"served {expected['thread-per-connection']:.2f}× as many requests per second on 3.13.5t" in answer
+    assert "the best multi-process one ([process-pool]" in answer
 
 
 def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:
@@ -75,7 +262,7 @@ def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio
 def test_python_versions_name_the_exact_release_the_record_kept_and_carry_the_flags(tmp_path) -> None:
     from harness.render import python_versions
 
-    record = fixture("3.14")
+    record = copy.deepcopy(fixture("3.14"))
     design = next(design for design in record["designs"] if design["name"] == "thread-per-connection")
     record["designs"] = [design]
     for run, rate in zip(design["runs"], [100.0, 150.0, 100.0]):

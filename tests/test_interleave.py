@@ -6,6 +6,8 @@ the cells run in, which scenario's record each run lands in, and what each recor
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,12 @@ def test_the_python_versions_form_one_group_in_catalogue_order() -> None:
     members = [scenario.id for scenario in interleave.members(CATALOGUE, "python-versions")]
     assert members == [f"python-3.{minor}-{workload}" for workload in ("hello", "cpu") for minor in (11, 12, 13)]
     grouped = [group for group in interleave.groups(list(CATALOGUE.scenarios.values())) if len(group) > 1]
-    assert [[scenario.id for scenario in group] for group in grouped] == [members]
+    assert [[scenario.id for scenario in group] for group in grouped][0] == members
+    # The other groups: the free-threaded pairs, each one workload on a build with the GIL and one without.
+    for group in grouped[1:]:
+        settings = [scenario.settings(quick=False) for scenario in group]
+        assert len(group) == 2 and settings[1].python == settings[0].python + "t", [s.id for s in group]
+        assert dataclasses.replace(settings[0], python=None) == dataclasses.replace(settings[1], python=None)
     for scenario in interleave.members(CATALOGUE, "python-versions"):
         assert scenario.settings(quick=False).time_limit >= 5  # windows of at least 5 s
 
@@ -38,7 +45,8 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
         outcome.runs.append(Run(tool="recorder", concurrency=settings.concurrency[0], requests_per_second=100.0,
                                 command=[f"python{settings.python}"]))
 
-    monkeypatch.setattr(interleave, "measure_design_once", measure)
+    monkeypatch.setattr(interleave, "measure_design_once", measure)  # the ceilings
+    monkeypatch.setattr(interleave.runner, "measure_design_once", measure)  # the designs, through measure_sized
     monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)
     scenarios = interleave.members(CATALOGUE, "python-versions")
     progress = plan.plan_run(CATALOGUE, [(scenario, None) for scenario in scenarios], quick=False, repeat=2)

@@ -152,6 +152,8 @@ class ScenarioSettings:
     python: str | None = _setting("string", HARNESS)  # "3.12": run the designs on that CPython (launcher.interpreter)
     # Measured round robin with the scenarios of the same name (suites/interleave.py).
     interleave: str | None = _setting("string", HARNESS)
+    # Why a run of every scenario (`bench.py run`) leaves it out: it runs only by name (its id or group's).
+    named_only: str | None = _setting("string", HARNESS)
     database: bool | None = _setting("boolean", HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
     sizes: dict[str, list[int]] | None = _setting("table of design name -> list of integers", HARNESS)

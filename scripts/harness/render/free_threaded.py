@@ -1,56 +1,295 @@
-"""Render the free-threaded comparison: the cpu-bound scenario on CPython 3.14 with the GIL and on 3.14t without.
+"""Render the free-threaded comparison: the same designs on one CPython with the GIL and without it.
 
-Nothing here can be measured on the development machines (no free-threaded CPython
-can be installed on them); bench.yml's `free-threaded` job runs the scenario on a
-GitHub runner with setup-python's 3.14 and 3.14t and commits the two records as
-results/free-threaded/<interpreter>/cpu-bound.json. Until both exist, the table says
-so in words: never a placeholder number.
+The records: results/free-threaded/free-threaded-<workload>-<python>.json, one per workload
+(cpu, mixed, hello) and build, measured round robin in pairs (catalogue 18-free-threaded.toml):
+3.13.5 and 3.13.5t built here from one tarball (scripts/build_free_threaded_python.sh), and 3.14
+and 3.14t, which only the bench workflow's `free-threaded` job on a GitHub runner measures. And
+results/free-threaded/dependencies.json (suites/gil_dependencies.py): which dependencies install
+on each build and which turn the GIL back on.
+
+Per pair and workload, a table: each design's median requests/s on both builds with the interval
+and the flags every table carries, the ratio free-threaded / GIL, and whether the GIL was really
+off in the server (each run's `gil`, asked inside the server after the run: system/gil_report.py);
+a free-threaded run whose GIL came back on is flagged. From the 3.13 pair's records: the answer in
+three sentences (free-threaded.md, which the cpu-bound page includes too), and memory per thread
+and per process (the mixed workload's sizing runs' PSS). A pair without records says so in words:
+never a placeholder number, never a run that no record shows.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.model.records import RESULTS_DIR
-from harness.model.records.scenario_record import ScenarioRecord
-from harness.render.cells import format_rate, rate_medians
+from harness.model.records import load_scenario_records
+from harness.model.records.gil_dependencies_record import GilDependenciesRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
+from harness.model.stats import interval_name
+from harness.render.cells import ceilings, format_rate, rate_flags, summarise_cell
+from harness.render.presentation import design_link
 
 FREE_THREADED_DIR_NAME = "free-threaded"
-INTERPRETERS = {"gil": "3.14", "free-threaded": "3.14t"}  # folder names under results/free-threaded/
-SCENARIO_ID = "cpu-bound"
-NOT_YET = ("*Not measured yet.* No free-threaded CPython can be installed on the machines this site is built on, "
-           "so this comparison runs on a GitHub runner: the `free-threaded` job of `.github/workflows/bench.yml` "
-           "runs the cpu-bound scenario on CPython {gil} and {free} and commits both records to "
-           "`results/free-threaded/`. No such run has come back yet{missing}.\n")
+RECORD_ID = re.compile(r"free-threaded-(cpu|mixed|hello)-(\d+\.\d+(?:\.\d+)?)(t?)")
+# The pairs, by the version the page calls them; the GIL build's name first (catalogue 18-free-threaded.toml).
+PAIRS = {"3.13": ("3.13.5", "3.13.5t"), "3.14": ("3.14", "3.14t")}
+WORKLOADS = {"cpu": "CPU-bound: 75,000 iterations of pure Python per request (about 5 ms), 10 connections",
+             "mixed": "mixed: a 90 ms call, then 150,000 iterations (about 10 ms of CPU), 64 connections",
+             "hello": "hello world: no call, no computation, 50 connections"}
+# What each design is, for the answer: the thread designs, the multi-process ones, the event loops (the control).
+THREADS = ["thread-per-connection", "thread-pool-executor", "thread-pool-queue", "threading-tcpserver",
+           "gunicorn-gthread", "waitress", "granian-wsgi"]
+PROCESSES = ["prefork", "process-pool", "event-loop-workers"]
+EVENT_LOOPS = ["asyncio-streams"]
 
 
-def load_pair(results_dir: Path = RESULTS_DIR) -> dict[str, ScenarioRecord]:
-    """The records that exist, by kind ("gil", "free-threaded")."""
-    found = {}
-    for kind, folder in INTERPRETERS.items():
-        path = results_dir / FREE_THREADED_DIR_NAME / folder / f"{SCENARIO_ID}.json"
-        if path.exists():
-            found[kind] = ScenarioRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+@dataclass(frozen=True)
+class Row:
+    """One table row: a design (at one size of a sizing sweep), its cells on each build."""
+
+    design: str
+    size: int | None
+    cells: dict[str, dict[str, Any]]  # by python ("3.13.5"): summarise_cell's dict
+    ceilings: dict[str, float | None]
+
+    @property
+    def label(self) -> str:
+        return design_link(self.design) + (f" ×{self.size}" if self.size is not None else "")
+
+    def ratio(self, gil: str, free: str) -> float | None:
+        if gil not in self.cells or free not in self.cells or not self.cells[gil]["rate"]["median"]:
+            return None
+        return self.cells[free]["rate"]["median"] / self.cells[gil]["rate"]["median"]
+
+
+def load(results_dir: Path = RESULTS_DIR) -> dict[str, dict[str, ScenarioRecord]]:
+    """{workload: {python: record}} for every free-threaded record there is."""
+    found: dict[str, dict[str, ScenarioRecord]] = {}
+    for scenario_id, record in load_scenario_records(results_dir / FREE_THREADED_DIR_NAME).items():
+        match = RECORD_ID.fullmatch(scenario_id)
+        if match:
+            found.setdefault(match[1], {})[match[2] + match[3]] = record
     return found
 
 
-def free_threaded_table(results_dir: Path = RESULTS_DIR) -> str:
-    pair = load_pair(results_dir)
-    if len(pair) < 2:
-        missing = [INTERPRETERS[kind] for kind in INTERPRETERS if kind not in pair]
-        return NOT_YET.format(gil=INTERPRETERS["gil"], free=INTERPRETERS["free-threaded"],
-                              missing=f" (missing: {', '.join(missing)})")
-    gil, free = rate_medians(pair["gil"]), rate_medians(pair["free-threaded"])
-    lines = ["| design | clients | req/s, 3.14 (GIL) | req/s, 3.14t (free-threaded) | 3.14t / 3.14 |",
-             "|---|--:|--:|--:|--:|"]
-    for (name, level), rate in gil.items():
-        if (name, level) not in free:
-            continue
-        ratio = free[(name, level)] / rate if rate else float("nan")
-        lines.append(f"| {name} | {level:g} | {format_rate(rate)} | {format_rate(free[(name, level)])} | {ratio:.2f} |")
-    machines = [pair[kind].environment for kind in INTERPRETERS]
-    lines += ["", "*Medians of each cell's repetitions. Runner: " + "; ".join(
-        f"{machine.runner} ({machine.cpu_model}, {machine.cpus_available} CPUs), Python {machine.python}"
-        f" ({machine.gil or 'GIL not recorded'}), commit {machine.commit[:7]}" for machine in machines) + ".*"]
+def runs_by_size(outcome: Outcome) -> dict[int | None, list[Run]]:
+    """A design's successful runs by the size of a sizing sweep (None: not swept); one level per scenario here."""
+    grouped: dict[int | None, list[Run]] = {}
+    for run in outcome.runs:
+        if run.error is None and run.requests_per_second is not None:
+            grouped.setdefault(run.size, []).append(run)
+    return grouped
+
+
+def rows(records: dict[str, ScenarioRecord]) -> list[Row]:
+    """The rows of one workload's pair of records, in the first record's design order."""
+    order: list[tuple[str, int | None]] = []
+    cells: dict[tuple[str, int | None], dict[str, dict[str, Any]]] = {}
+    limits: dict[tuple[str, int | None], dict[str, float | None]] = {}
+    for python, record in records.items():
+        ceiling = ceilings(record)
+        for outcome in record.designs:
+            for size, runs in sorted(runs_by_size(outcome).items(), key=lambda item: item[0] or 0):
+                key = (outcome.name, size)
+                if key not in cells:
+                    order.append(key)
+                cells.setdefault(key, {})[python] = summarise_cell(runs)
+                limits.setdefault(key, {})[python] = ceiling.get(runs[0].concurrency)
+    return [Row(name, size, cells[(name, size)], limits[(name, size)]) for name, size in order]
+
+
+def gil_states(runs: list[Run]) -> str:
+    """How the GIL was in a cell's runs, as the server's processes reported it after each run."""
+    states = [run.gil for run in runs]
+    enabled, disabled = states.count("enabled"), states.count("disabled")
+    if enabled:
+        return f"⚠ **on** in {enabled} of {len(states)} runs"
+    if disabled == len(states):
+        return f"off ({disabled} of {len(states)} runs)"
+    return "not reported"
+
+
+def rate_label(cell: dict[str, Any], ceiling: float | None, record: ScenarioRecord) -> str:
+    rate = cell["rate"]
+    return (f"**{format_rate(rate['median'])}** ({format_rate(rate['interval_low'])}–"
+            f"{format_rate(rate['interval_high'])}){rate_flags(cell, ceiling, record=record)}")
+
+
+def pair_table(workload: str, gil: str, free: str, records: dict[str, ScenarioRecord]) -> str:
+    """One workload's table for a pair of builds."""
+    first = records[gil]
+    settings, environment = first.settings, first.environment
+    lines = [f"| design | requests/s, {gil} (GIL) | requests/s, {free} (free-threaded) | {free} / {gil} "
+             f"| GIL inside the {free} server |", "|---|--:|--:|--:|---|"]
+    for row in rows(records):
+        ratio = row.ratio(gil, free)
+        gil_cell = rate_label(row.cells[gil], row.ceilings[gil], records[gil]) if gil in row.cells else "failed"
+        free_cell = rate_label(row.cells[free], row.ceilings[free], records[free]) if free in row.cells else "failed"
+        state = gil_states(row.cells[free]["runs"]) if free in row.cells else "–"
+        lines.append(f"| {row.label} | {gil_cell} | {free_cell} | "
+                     f"{'–' if ratio is None else f'{ratio:.2f}'} | {state} |")
+    failures = [f"{outcome.name} on {python}: {outcome.problems[0] if outcome.problems else outcome.status}"
+                for python, record in records.items() for outcome in record.designs if outcome.status != "ok"]
+    lines += ["", f"*{WORKLOADS[workload]}; medians of {settings.repeat} runs of {settings.time_limit:g} s "
+              f"({interval_name(settings.repeat)} in brackets), the two builds measured round robin; the server "
+              f"may use both CPUs, wrk runs on CPU {environment.pinning.load_tool_cpu} beside it; "
+              f"{environment.cpu_model}, {environment.cpus_available} CPUs; commit `{environment.commit[:10]}`"
+              f"{' (with uncommitted changes)' if environment.dirty else ''}, {first.started_utc} to "
+              f"{first.finished_utc}; records `results/free-threaded/free-threaded-{workload}-<python>.json`.*"]
+    if failures:
+        lines += ["", "*Did not finish: " + "; ".join(failures) + ".*"]
     return "\n".join(lines) + "\n"
+
+
+def ratios(records: dict[str, ScenarioRecord], gil: str, free: str, names: list[str]) -> dict[str, float]:
+    """{design: free/gil} for the named designs measured on both builds (a sizing sweep's default size only)."""
+    found = {}
+    for row in rows(records):
+        ratio = row.ratio(gil, free)
+        if row.design in names and ratio is not None and row.design not in found:
+            found[row.design] = ratio
+    return found
+
+
+def span(values: dict[str, float]) -> str:
+    low, high = min(values.values()), max(values.values())
+    return f"{low:.2f}×" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}× to {high:.2f}×"
+
+
+def best(records: dict[str, ScenarioRecord], python: str, names: list[str]) -> tuple[str, float] | None:
+    """The design among `names` with the highest median on `python`, and that median."""
+    medians = [(row.label, row.cells[python]["rate"]["median"]) for row in rows(records)
+               if row.design in names and python in row.cells]
+    return max(medians, key=lambda item: item[1]) if medians else None
+
+
+def answer(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: str = "3.13.5t") -> str:
+    """The reader's question answered in three sentences, from the 3.13 pair's records; words when they are missing."""
+    pairs = {workload: records for workload, records in by.items() if gil in records and free in records}
+    if "cpu" not in pairs or "hello" not in pairs:
+        return (f"*Not measured yet:* the records of CPython {gil} and {free} (`make free-threaded-bench`) are not "
+                "in `results/free-threaded/`.\n")
+    cpu, hello = pairs["cpu"], pairs["hello"]
+    threads_cpu, threads_hello = ratios(cpu, gil, free, THREADS), ratios(hello, gil, free, THREADS)
+    loop_hello = ratios(hello, gil, free, EVENT_LOOPS)
+    lines = [f"- **Computing, threads now use both CPUs:** on the CPU-bound workload the thread designs served "
+             f"{span(threads_cpu)} as many requests per second on {free} as on {gil} (same tarball, same machine, "
+             "two CPUs)."]
+    lines.append(f"- **Not computing, the free-threaded build costs a little:** on hello world the thread designs "
+                 f"served {span(threads_hello)} as many, and the single-threaded event loop "
+                 f"{span(loop_hello)} (its single-thread speed)." if loop_hello else
+                 f"- **Not computing:** on hello world the thread designs served {span(threads_hello)} as many.")
+    thread_best, process_best = best(cpu, free, THREADS), best(cpu, free, PROCESSES)
+    if thread_best and process_best:
+        lines.append(f"- **A process per core, still?** On {free}, computing, the best thread design "
+                     f"({thread_best[0]}) reached {thread_best[1] / process_best[1]:.2f}× the best multi-process "
+                     f"one ({process_best[0]}): on two CPUs, threads now do what processes did.")
+    return "\n".join(lines) + "\n"
+
+
+def memory_table(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: str = "3.13.5t") -> str:
+    """Memory per thread and per process on each build: the mixed workload's sizing runs' peak PSS."""
+    records = by.get("mixed", {})
+    if gil not in records or free not in records:
+        return "*Not measured yet* (the mixed workload's records, which carry the sizing runs, are missing).\n"
+    lines = ["| what | sizes compared | PSS per extra one, " + gil + " (GIL) | PSS per extra one, " + free
+             + " (free-threaded) |", "|---|---|--:|--:|"]
+    for design, what in (("thread-pool-executor", "a thread (thread pool)"), ("prefork", "a process (pre-fork)")):
+        per: dict[str, str] = {}
+        sizes: list[int] = []
+        for python in (gil, free):
+            outcome = records[python].design(design)
+            pss = {size: statistics.median(run.server_resources.peak_pss_mib for run in runs
+                                           if run.server_resources and run.server_resources.peak_pss_mib)
+                   for size, runs in runs_by_size(outcome).items()
+                   if size is not None and any(run.server_resources and run.server_resources.peak_pss_mib
+                                               for run in runs)} if outcome else {}
+            if len(pss) < 2:
+                per[python] = "not measured"
+                continue
+            sizes = sorted(pss)
+            low, high = sizes[0], sizes[-1]
+            per[python] = (f"{(pss[high] - pss[low]) / (high - low):.2f} MiB "
+                           f"({pss[low]:.1f} → {pss[high]:.1f} MiB)")
+        compared = f"{sizes[0]} and {sizes[-1]}" if sizes else "–"
+        lines.append(f"| {what} | {compared} | {per[gil]} | {per[free]} |")
+    lines += ["", "*The medians of the runs' peak PSS (the whole process group, shared pages split between the "
+              "processes that share them) at the smallest and the largest size of the mixed workload's sizing runs, "
+              "under load; the difference divided by the extra threads or processes.*"]
+    return "\n".join(lines) + "\n"
+
+
+def dependencies_tables(results_dir: Path = RESULTS_DIR) -> str:
+    """A table per dependencies record (dependencies.json here, dependencies-3.14.json from the workflow)."""
+    paths = sorted((results_dir / FREE_THREADED_DIR_NAME).glob("dependencies*.json"))
+    if not paths:
+        return "*Not checked yet* (`python scripts/bench.py gil-dependencies` writes the record).\n"
+    return "\n".join(dependencies_table(path) for path in paths)
+
+
+def dependencies_table(path: Path) -> str:
+    """Which dependencies install on each build, how, and whether importing them turns the GIL back on."""
+    record = GilDependenciesRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+    versions = list(record.interpreters)
+    lines = ["| package | used by | " + " | ".join(
+        f"{(check.interpreter.version or version)} ({'free-threaded' if 'disabled' in (check.interpreter.gil or '') else 'GIL'})"
+        for version, check in record.interpreters.items()) + " |", "|---|---|" + "---|" * len(versions)]
+    packages = list(next(iter(record.interpreters.values())).packages)
+    for package in packages:
+        cells = []
+        for version in versions:
+            check = record.interpreters[version].packages.get(package)
+            if check is None:
+                cells.append("–")
+            elif not check.installed:
+                reason = check.source_build[-120:].replace("|", "\\|")  # pip's words, inside a table cell
+                cells.append(f"does not install (no wheel; the source build failed: {reason})"
+                             if check.source_build else "does not install")
+            elif check.gil_after_import is None:
+                cells.append(f"{check.installed}; the import failed")
+            else:
+                gil = ("⚠ **turns the GIL on**" if check.gil_after_import == "enabled"
+                       and "disabled" in (record.interpreters[version].interpreter.gil or "") else
+                       f"GIL {'on' if check.gil_after_import == 'enabled' else 'off'}")
+                older = (f" {check.installed_version}" if check.installed_version
+                         and check.installed_version != check.version else "")
+                cells.append(f"{check.installed}{older}, {gil}")
+        version_pin = next((record.interpreters[v].packages[package].version for v in versions
+                            if package in record.interpreters[v].packages), None)
+        used_by = next(record.interpreters[v].packages[package].used_by for v in versions
+                       if package in record.interpreters[v].packages)
+        lines.append(f"| {package} {version_pin or ''} | {used_by} | " + " | ".join(cells) + " |")
+    lines += ["", f"*Each package at the version requirements.lock pins, in a scratch environment per build: a wheel "
+              "if one fits, else built from source; then imported in a fresh process, which asks "
+              f"`sys._is_gil_enabled()`. Checked {record.started_utc} to {record.finished_utc}; record "
+              f"`results/free-threaded/{path.name}`.*"]
+    return "\n".join(lines) + "\n"
+
+
+def not_run(pair: str, gil: str, free: str, where: str) -> str:
+    return (f"*No record of CPython {gil} and {free} is in `results/free-threaded/`: {where}. "
+            "Until one is, this site says nothing about them.*\n")
+
+
+def free_threaded_files(results_dir: Path, generated_dir: Path, header: str) -> dict[Path, str]:
+    """free-threaded.md (the answer), one table per pair and workload, memory, dependencies."""
+    by = load(results_dir)
+    source = "results/free-threaded/"
+    files = {generated_dir / "free-threaded.md": header.format(source=source) + answer(by),
+             generated_dir / "free-threaded-memory.md": header.format(source=source) + memory_table(by),
+             generated_dir / "free-threaded-dependencies.md": header.format(source=source)
+             + dependencies_tables(results_dir)}
+    where = {"3.13": "`make free-threaded-bench` measures them on this machine",
+             "3.14": "the bench workflow's `free-threaded` job measures them on a GitHub runner, and no run of it "
+                     "has come back"}
+    for pair, (gil, free) in PAIRS.items():
+        for workload in WORKLOADS:
+            records = {python: record for python, record in by.get(workload, {}).items() if python in (gil, free)}
+            text = (pair_table(workload, gil, free, records) if len(records) == 2
+                    else not_run(pair, gil, free, where[pair]))
+            files[generated_dir / f"free-threaded-{pair}-{workload}.md"] = header.format(source=source) + text
+    return files

@@ -600,9 +600,9 @@ def disclosed_settings_files(inputs: RenderInput) -> dict[Path, str]:
 
 
 def free_threaded_files(inputs: RenderInput) -> dict[Path, str]:
-    """free-threaded.md, always there (the cpu-bound page includes it): the table once a runner's records exist."""
-    return {inputs.generated_dir / "free-threaded.md": HEADER.format(source="results/free-threaded/")
-            + free_threaded.free_threaded_table(inputs.results_dir)}
+    """The free-threaded page's answer, tables per build pair and workload, memory and dependencies (always there:
+    words where records are missing)."""
+    return free_threaded.free_threaded_files(inputs.results_dir, inputs.generated_dir, HEADER)
 
 
 def streaming_page_files(inputs: RenderInput) -> dict[Path, str]:

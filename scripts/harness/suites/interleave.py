@@ -20,7 +20,7 @@ from harness.clients.tools import require_tool
 from harness.model.catalogue import Catalogue, Scenario
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import ScenarioSettings
-from harness.suites import plan
+from harness.suites import plan, runner
 from harness.suites.runner import DesignOutcome, measure_design_once, scenario_record, write_record
 from harness.system import ports, processes
 from harness.system.environment import describe_machine, utc_now
@@ -60,7 +60,11 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
         settings = plan.scenario_settings(scenario, quick, repeat)
         designs = [catalogue.design(name) for name in scenario.design_names(quick)]
         runs.append((scenario, settings, designs, {design.name: DesignOutcome(design) for design in designs}))
-    pinning = processes.cpu_pinning()
+    every_cpu = {settings.server_cpus == "all" for _, settings, _, _ in runs}
+    if len(every_cpu) > 1:  # one pinning for the whole group, as one machine set-up for every round
+        raise ValueError(f"the scenarios of interleave group {[scenario.id for scenario in scenarios]} disagree on "
+                         "server_cpus: a group is measured with one pinning")
+    pinning = processes.cpu_pinning(server_on_every_cpu=every_cpu == {True})
     started = utc_now()
     ceilings: dict[str, DesignOutcome] = {}
     for scenario, settings, _, _ in runs:
@@ -80,15 +84,16 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
                 continue
             for design in designs if repetition % 2 == 0 else list(reversed(designs)):
                 outcome = outcomes[design.name]
-                if outcome.status != "ok":
-                    progress.skip(len(plan.levels(settings)))
-                    continue
-                if not quick:
-                    ports.wait_for_time_wait_drain()
-                cells_before = progress.done
-                measure_design_once(outcome, scenario, plan.design_settings(settings, design), repetition,
-                                    require_tool(scenario.tool), pinning, progress)
-                progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
+                for size in plan.sizes(settings, design):  # [None] unless a sizing sweep restarts it per count
+                    if outcome.status != "ok":
+                        progress.skip(len(plan.levels(settings)))
+                        continue
+                    if not quick:
+                        ports.wait_for_time_wait_drain()
+                    cells_before = progress.done
+                    runner.measure_sized(outcome, size, scenario, plan.design_settings(settings, design), repetition,
+                                  require_tool(scenario.tool), pinning, progress, None)
+                    progress.skip(len(plan.levels(settings)) - (progress.done - cells_before))
     written = []
     for scenario, settings, designs, outcomes in runs:
         tool = require_tool(scenario.tool)

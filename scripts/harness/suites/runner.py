@@ -37,7 +37,7 @@ from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
-from harness.system import launcher, ports, postgres, processes, syscall_trace
+from harness.system import gil_report, launcher, ports, postgres, processes, syscall_trace
 from harness.system.environment import describe_machine, utc_now
 from harness.system.resources import GroupSampler
 
@@ -162,6 +162,10 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                                                server.process.pid)
                 overflows_after = ports.time_wait_overflows()
                 run.setdefault("requests_requested", level_settings.requests)  # an adapter may know better
+                # Whether the server's processes held the GIL, asked inside them after the run (system/gil_report.py).
+                gil = gil_report.read(launcher.gil_folder(log_dir))
+                if gil is not None:
+                    run["gil"] = gil
                 # Exactly what ran: the tool's command as the shell sees it (pinned), and the server's.
                 run.update(commands, load_command=processes.pinned(run["command"], pinning.load)
                            if run.get("command") else None)

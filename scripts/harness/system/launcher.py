@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import os
 import shutil
 import signal
 import subprocess
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
-from harness.system import ports, postgres, processes
+from harness.system import gil_report, ports, postgres, processes
 
 LOG_DIR = REPO_ROOT / "build" / "logs"
 PROXY_COMMAND = ["nginx", "-c", "{config}", "-p", "{workdir}", "-e", "stderr"]
@@ -90,11 +91,20 @@ class InterpreterMissingError(LookupError):
     """A scenario asks for a CPython version this machine does not have; the message says how to get it."""
 
 
+def built_environments() -> Path:
+    """Where scripts/build_free_threaded_python.sh leaves its environments (venvs/3.13.5, venvs/3.13.5t)."""
+    return Path(os.environ.get("MANY_CLIENTS_CACHE", Path.home() / ".cache" / "many-clients")) / "venvs"
+
+
 def interpreter(version: str) -> str:
-    """The path of CPython `version` ("3.12"): pyenv's copy, or `python3.12` on PATH.
+    """The path of CPython `version` ("3.12", "3.13.5t"): an environment the build script made, pyenv's copy,
+    or `python3.12` on PATH.
 
     pyenv's shims are skipped: a shim for a version that is not pyenv's current one exits 127.
     """
+    built = built_environments() / version / "bin" / "python"
+    if built.exists():
+        return str(built)
     candidates = sorted(glob.glob(f"{Path.home()}/.pyenv/versions/{version}.*/bin/python{version}"))
     if candidates:
         return candidates[-1]
@@ -102,8 +112,9 @@ def interpreter(version: str) -> str:
     if found and "/.pyenv/shims/" not in found:
         return found
     raise InterpreterMissingError(f"CPython {version} is not installed here (no python{version} on PATH, no pyenv "
-                                  f"copy): `pyenv install {version}`, or `apt-get install python{version}` where "
-                                  "Debian has it; on GitHub, setup-python's python-version list")
+                                  f"copy, no {built.parent.parent}): `pyenv install {version}`, or `apt-get install "
+                                  f"python{version}` where Debian has it; on GitHub, setup-python's python-version "
+                                  "list; 3.13.5 and 3.13.5t (free-threaded): `make free-threaded-python`")
 
 
 # Read from the interpreter itself, not from its path: the exact release, and whether its build has a GIL.
@@ -173,7 +184,11 @@ def running_design(design: Design, port: int, delay: float, workdir: Path, cpu: 
     """
     command = design_command(design, port, delay, workdir, work=work, python=python,
                              extra_arguments=extra_arguments, wrapper=wrapper, database=database)
-    with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT,
+    # Where its processes say whether they hold the GIL (system/gil_report.py; only the free-threaded
+    # measurements' environments carry the hook that answers): the runner reads it after each run.
+    shutil.rmtree(gil_folder(workdir), ignore_errors=True)  # an earlier start's processes had other pids
+    env = {**os.environ, gil_report.ENVIRONMENT_VARIABLE: str(gil_folder(workdir))}
+    with processes.running_server(command, port, workdir, cpu=cpu, env=env, cwd=REPO_ROOT,
                                   stop_signal=design.stop_signal,
                                   signal_whole_group=not design.stop_main_process_only,
                                   ready_timeout=ready_timeout, stop_grace=stop_grace) as server:
@@ -187,6 +202,11 @@ def running_configuration(command: Sequence[str], port: int, workdir: Path, cpu:
     suites/recipe.py), not from a catalogue design: from the repository root, pinned, stopped with stop_signal."""
     with processes.running_server(command, port, workdir, cpu=cpu, cwd=REPO_ROOT, stop_signal=stop_signal) as server:
         yield server
+
+
+def gil_folder(workdir: Path) -> Path:
+    """The folder a server started in workdir reports its GIL state into (system/gil_report.py)."""
+    return workdir / "gil"
 
 
 def started_design(design: Design, port: int, delay: float, workdir: Path, work: int = 0,

@@ -7,6 +7,7 @@ from typing import Any
 
 from harness.model.records.conformance_record import ConformanceRecord
 from harness.model.records.deployment_records import OverloadRecord, RaceRecord
+from harness.model.records.gil_dependencies_record import GilDependenciesRecord
 from harness.model.records.hostile_record import HostileRecord
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
@@ -33,6 +34,7 @@ RECORD_KINDS: dict[str, type[Typed]] = {
     "instructions": InstructionsRecord,
     "idle-connections": IdleRecord,
     "streaming": StreamingRecord,
+    "gil-dependencies": GilDependenciesRecord,
 }
 
 

@@ -164,6 +164,7 @@ class Run(Typed):
     size: int | None = optional()
     clock_start_unix_s: float | None = optional()
     traced: TracedRun | None = optional()
+    gil: str | None = optional()  # "enabled"/"disabled" inside the server after the run (system/gil_report.py)
 
 
 class Outcome(Typed):
