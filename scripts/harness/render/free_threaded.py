@@ -34,6 +34,7 @@ from harness.render.cells import ceilings, format_rate, rate_flags, summarise_ce
 from harness.render.presentation import design_link
 
 FREE_THREADED_DIR_NAME = "free-threaded"
+SCENARIO_PREFIX = "free-threaded-"  # the catalogue's ids; their records are here, not in results/ itself
 RECORD_ID = re.compile(r"free-threaded-(cpu|mixed|hello)-(\d+\.\d+(?:\.\d+)?)(t?)")
 # The pairs, by the version the page calls them; the GIL build's name first (catalogue 18-free-threaded.toml).
 PAIRS = {"3.13": ("3.13.5", "3.13.5t"), "3.14": ("3.14", "3.14t")}

@@ -549,6 +549,8 @@ def scenario_files(inputs: RenderInput) -> dict[Path, str]:
     for scenario_id in inputs.scenario_ids:
         if scenario_id.startswith("sizing-"):
             continue  # sizing_page_files writes their "not measured yet" lines too
+        if scenario_id.startswith(free_threaded.SCENARIO_PREFIX):
+            continue  # records in results/free-threaded/, tables by pair (free_threaded_files)
         if scenario_id not in inputs.scenario_records:  # a page may include a scenario's table before its first record
             files[inputs.generated_dir / f"{scenario_id}.md"] = HEADER.format(source="the catalogue") + (
                 f"*Not measured yet: no `results/{scenario_id}.json`. "
