@@ -50,11 +50,12 @@ fi
 
 fetch_tarball() {
   local apt="$root/apt" scratch="$root/download"
-  mkdir -p "$apt/lists/partial" "$scratch"
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$scratch"
   echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" > "$apt/sources.list"
-  # Our own sources file and lists, so the system's apt configuration is neither read nor changed.
+  # Our own sources file, lists and cache, so the system's apt configuration is neither read nor changed.
   local options=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-                 -o "Dir::State::Lists=$apt/lists" -o APT::Sandbox::User=root -o Acquire::Retries=1
+                 -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root
+                 -o Acquire::Retries=1
                  -o Acquire::http::Timeout=20)
   if ! apt-get "${options[@]}" -q update >"$apt/update.log" 2>&1 \
       || ! (cd "$scratch" && apt-get "${options[@]}" -q source --download-only python3.13) >"$apt/source.log" 2>&1 \
