@@ -258,7 +258,8 @@ def predict(result: dict[str, Any], model: str, offered: float, schedule_s: floa
     """What the recipe predicts for one configuration offered `offered` requests a second for `schedule_s`:
     within capacity, every request answered in about its own time (p99 under the bound); past it, a thread
     pool answers its capacity and queues the rest (the last request waits the backlog over the capacity),
-    an event loop with its admission cap answers its capacity and refuses the rest with 503."""
+    an event loop with its admission cap answers its capacity and refuses the rest with 503, and what it admits
+    waits at most cap / pool calls."""
     capacity = result["models"][model]["capacity_rps"] or math.inf
     latency = result["latency_ms"]
     if offered <= capacity:
@@ -267,5 +268,9 @@ def predict(result: dict[str, Any], model: str, offered: float, schedule_s: floa
         backlog = (offered - capacity) * schedule_s
         return {"within": False, "answered_rps": capacity, "refused_share": 0.0,
                 "last_wait_s": round(backlog / capacity, 2), "p99_bound_ms": None}
+    counts, inputs = result["models"][model], result["inputs"]
+    # an admitted request waits behind at most (cap - pool) others for one of `pool` connections, each held `wait`
+    admitted_ms = (counts["admission_per_worker"] / counts["pool_per_worker"] * inputs["wait_ms"] + inputs["cpu_ms"]
+                   if counts["pool_per_worker"] else latency["bound"])
     return {"within": False, "answered_rps": capacity, "refused_share": round(1 - capacity / offered, 3),
-            "p99_bound_ms": latency["bound"]}
+            "p99_bound_ms": round(admitted_ms, 1)}

@@ -125,8 +125,9 @@ def held(cell: OverloadCell, prediction: dict[str, Any]) -> str:
     sent = cell.requests_sent or 0
     if prediction["within"]:
         ok = bool(sent) and served >= 0.99 * sent and p99 is not None and p99 <= prediction["p99_bound_ms"]
-    elif prediction["p99_bound_ms"] is None:  # a queue: predicted to answer all, late
-        ok = (cell.requests_per_second or 0) <= 1.1 * prediction["answered_rps"]
+    elif prediction["p99_bound_ms"] is None:  # a queue: no more than the capacity answered, and late
+        ok = ((cell.requests_per_second or 0) <= 1.1 * prediction["answered_rps"] and p99 is not None
+              and p99 > 1000 * prediction["last_wait_s"] / 2)  # the queue shows: p99 past half the last one's wait
     else:
         ok = p99 is not None and p99 <= prediction["p99_bound_ms"] and (cell.answers(503) > 0)
     return "✓" if ok else "✗"
