@@ -30,14 +30,21 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+FORM_RECEIVED = b"form received\n"  # POST /form: the answer once the body is read
 BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 
 async def app(scope: dict, receive, send) -> None:
-    """Answer GET with BODY (BIG_BODY at /big) after DELAY seconds, anything else with 405."""
+    """Answer GET with BODY (BIG_BODY at /big) after DELAY seconds, a POST to /form with 200 once its body is read
+    (a form sent, as behind a proxy's kept connection), anything else with 405."""
     if scope["type"] != "http":
         return  # lifespan and websocket events: nothing to set up, nothing to refuse
-    if scope["method"] != "GET":
+    if scope["method"] == "POST" and scope["path"] == "/form":
+        more = True
+        while more:  # the form, read and dropped
+            more = (await receive()).get("more_body", False)
+        status, body, content_type = 200, FORM_RECEIVED, b"text/plain; charset=utf-8"
+    elif scope["method"] != "GET":
         status, body, content_type = 405, b"405 Method Not Allowed\n", b"text/plain; charset=utf-8"
     else:
         if DELAY:  # no call to simulate at 0: no timer either, as in every design here

@@ -34,9 +34,10 @@ allows either, and refusing leaves no room for a proxy and us to disagree on
 where a line ends. The method must be 1 to 20 capital letters (RFC 9110 allows
 any token; like gunicorn, we refuse the unconventional). Content-Length must be
 one run of digits (a list, even "5, 5", is refused).
-Known limits, on purpose: GET only (anything else gets 405 after its body is
-read); no TLS, no HTTP/2; one thread, so --work blocks every connection, as in
-asyncio_streams.py; the body timeout covers the whole body, so a slow upload of
+Known limits, on purpose: GET only, but for a POST to /form (200 once its body
+is read: the form of docs/deployment.md's race); anything else gets 405 after
+its body is read; no TLS, no HTTP/2; one thread, so --work blocks every
+connection, as in asyncio_streams.py; the body timeout covers the whole body, so a slow upload of
 MAX_BODY_BYTES needs at least MAX_BODY_BYTES / BODY_TIMEOUT bytes a second.
 """
 
@@ -78,6 +79,7 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+FORM_RECEIVED = b"form received\n"  # POST /form: the answer once the body is read
 BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
@@ -189,8 +191,11 @@ class HttpConnection(asyncio.Protocol):
             self.reading_paused = False
 
     def queue_answer(self, request: "Request", keep_alive: bool) -> None:
-        """The answer's bytes, queued: 405 to anything but GET, 1 MiB at /big, the page elsewhere."""
-        if request.method != "GET":
+        """The answer's bytes, queued: 200 to a POST to /form (its body read), 405 to anything else but GET, 1 MiB at
+        /big, the page elsewhere."""
+        if request.method == "POST" and request.path == "/form":
+            status, body, content_type = 200, FORM_RECEIVED, "text/plain; charset=utf-8"
+        elif request.method != "GET":
             status, body, content_type = 405, b"405 Method Not Allowed\n", "text/plain; charset=utf-8"
         elif request.path == "/big":
             status, body, content_type = 200, BIG_BODY, "text/plain"

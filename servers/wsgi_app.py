@@ -32,15 +32,23 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+FORM_RECEIVED = b"form received\n"  # POST /form: the answer once the body is read
 BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 
 StartResponse = Callable[[str, list[tuple[str, str]]], object]
 
 
 def make_app(delay: float) -> Callable[[dict, StartResponse], Iterable[bytes]]:
-    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after `delay` s, anything else with 405."""
+    """A WSGI application that answers GET with BODY (BIG_BODY at /big) after `delay` s, a POST to /form with 200
+    once its body is read (a form sent, as behind a proxy's kept connection), anything else with 405."""
 
     def app(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+        if environ["REQUEST_METHOD"] == "POST" and environ["PATH_INFO"] == "/form":
+            environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))  # the form, read and dropped
+            body = FORM_RECEIVED
+            start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8"),
+                                      ("Content-Length", str(len(body)))])
+            return [body]
         if environ["REQUEST_METHOD"] != "GET":
             body = b"405 Method Not Allowed\n"
             start_response("405 Method Not Allowed", [

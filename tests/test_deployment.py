@@ -34,7 +34,7 @@ from harness.model.catalogue import load_catalogue
 from harness.model.deployment_plan import OverloadPlan, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR
-from harness.model.records.deployment_records import RaceRecord, RaceResult
+from harness.model.records.deployment_records import OverloadRecord, RaceRecord, RaceResult
 from harness.render import deployment_tables
 from harness.suites import deployment
 from harness.system import connections, launcher, ports, processes
@@ -58,7 +58,7 @@ def race(port: int, gap: float, bursts: int) -> RaceResult:
     """The race client, run as the suite runs it; its report."""
     command = [sys.executable, str(deployment.IDLE_RACE), "--port", str(port), "--gap", f"{gap:g}",
                "--connections", "40", "--bursts", str(bursts), "--window-ms", "20", "--step-ms", "2",
-               "--method", "POST"]
+               "--method", "POST", "--path", "/form"]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert completed.returncode == 0, completed.stderr
     return RaceResult.from_json(json.loads(completed.stdout), "idle_race.py's report")
@@ -76,7 +76,7 @@ def test_a_server_timeout_shorter_than_the_proxys_gives_502s_and_a_longer_one_no
     with hardened_behind_nginx(tmp_path / "fix", "--keep-alive-timeout", "65") as port:
         fixed = race(port, SHORT_TIMEOUT, bursts=25)
     assert fixed.answers(502) == 0 and not fixed.errors, fixed
-    assert fixed.sent == 25 * 40
+    assert fixed.sent == 25 * 40 == fixed.answers(200)  # the form is answered 200, not 405
 
 
 LISTENING, TIME_WAIT = "0A", "06"  # states in the kernel's TCP tables (system/connections.py)
@@ -149,7 +149,10 @@ def test_vegeta_csv_gives_status_latency_and_lateness() -> None:
 
 def test_the_race_offsets_start_at_the_timeout_and_step_outwards() -> None:
     assert idle_race.offsets_around(4, 2) == [0.0, 2.0, -2.0, 4.0, -4.0]
-    assert idle_race.request_bytes("POST", "h", 1) == b"POST / HTTP/1.1\r\nHost: h:1\r\nContent-Length: 0\r\n\r\n"
+    assert idle_race.request_bytes("POST", "h", 1, "/form") == (
+        b"POST /form HTTP/1.1\r\nHost: h:1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+        b"Content-Length: 17\r\n\r\nname=race&value=1")
+    assert idle_race.lull_bucket_ms(0.0123) == 10 and idle_race.lull_bucket_ms(-0.7) == -500
 
 
 def test_the_plans_quick_table_may_only_override(tmp_path: Path) -> None:
@@ -157,15 +160,16 @@ def test_the_plans_quick_table_may_only_override(tmp_path: Path) -> None:
     plan.write_text('[race]\nbursts = 20\n[race.quick]\nburst = 4\n', encoding="utf-8")
     with pytest.raises(deployment.DeploymentPlanError, match="burst"):
         deployment.read_section("race", RacePlan, quick=True, path=plan)
-    assert deployment.read_section("race", RacePlan, quick=False, path=deployment.PLAN_PATH).methods == ["POST"]
+    assert deployment.read_section("race", RacePlan, quick=False, path=deployment.PLAN_PATH).methods == ["POST", "GET"]
     quick = deployment.read_section("overload", OverloadPlan, quick=True, path=deployment.PLAN_PATH)
     assert quick.multiples == [0.5, 3.0, 0.5] and quick.rates == [80.0, 480.0, 80.0]
+    assert deployment.read_section("race", RacePlan, quick=True, path=deployment.PLAN_PATH).duration_s < 60
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (("window_ms = 20", "window = 20"), r"\[race\]: unknown key `window` \(did you mean `window_ms`\?\)"),
+    (("idle_spread = 0.5", "idle_spead = 0.5"), r"\[race\]: unknown key `idle_spead` \(did you mean `idle_spread`\?\)"),
     (("timeout_s = 5", "timeout = 5"), r"\[race\]\.target\[1\]: unknown key `timeout` \(did you mean `timeout_s`\?\)"),
-    (("connections = 100", 'connections = "100"'), r"\[race\]\.connections: expected int, found str"),
+    (("users = 4", 'users = "4"'), r"\[race\]\.users: expected int, found str"),
     (('proxy = "servers/nginx_upstream_keep_alive.conf"\n', ""), r"\[race\]: missing key `proxy`"),
 ])
 def test_a_wrong_key_or_value_in_a_plan_table_is_refused_naming_it(tmp_path: Path, change, message) -> None:
@@ -179,10 +183,64 @@ def test_the_race_table_counts_502s_per_10000() -> None:
     committed = json.loads((RESULTS_DIR / "deployment" / "proxy-race.json").read_text(encoding="utf-8"))
     record = RaceRecord.from_json({**committed, "mode": "quick", "runs": [
         {"design": "hardened", "label": "defaults", "method": "POST", "arguments": ["--x", "5"],
-         "result": {"sent": 400, "statuses": {"405": 398, "502": 2}, "errors": {}, "by_offset_ms": {},
-                    "duration_s": 1.0}, "bad_gateway_per_10k": 50.0},
+         "result": {"sent": 400, "statuses": {"200": 398, "502": 2}, "errors": {},
+                    "by_offset_ms": {"10": {"502": 2, "200": 8}, "-1000": {"200": 390}}, "duration_s": 1.0},
+         "bad_gateway_per_10k": 50.0},
         {"design": "uvicorn", "label": "fix", "method": "POST", "error": "server did not start"}]}, "race")
     table = deployment_tables.race_table(record)
-    assert "| 400 | 2 | **50** | 0 |" in table
+    assert "| 400 | 398 | 2 | **50** | 10 (2) | 0 |" in table
     assert "| POST | failed: server did not start |" in table
     assert "Not measured yet" in deployment_tables.race_table(None)
+
+
+def vegeta_row(sent_ms: float, latency_ms: float, status: int = 200) -> dict[str, int]:
+    return {"sent_ns": int(sent_ms * 1e6), "latency_ns": int(latency_ms * 1e6), "status": status, "error": "",
+            "seq": 0}
+
+
+def test_the_overload_timeline_counts_each_second_and_what_is_in_flight() -> None:
+    """A queue: one request a second, each answered 1.5 s later, so from the second second two are in flight;
+    a refusal (503) and a request never answered are counted apart, and a second with no event keeps its count."""
+    rows = [vegeta_row(0, 1500), vegeta_row(1000, 1500), vegeta_row(2000, 5, 503), vegeta_row(2100, 4000, 0)]
+    points = vegeta.timeline(rows, 0)
+    assert [point["sent"] for point in points] == [1, 1, 2, 0, 0, 0, 0]
+    assert [point["ok"] for point in points[:3]] == [1, 1, 0]
+    assert (points[2]["refused"], points[2]["failed"]) == (1, 1)
+    assert points[0]["p99_ms"] == pytest.approx(1500) and points[2]["p99_ms"] is None
+    assert [point["in_flight_peak"] for point in points] == [1, 2, 2, 1, 1, 1, 1]
+
+
+def test_every_rate_past_capacity_runs_at_least_30_s_back_to_back() -> None:
+    """Issue 31: two seconds past capacity showed a burst, not overload. The plan and the committed record both
+    offer every rate above capacity for 30 s or more, and the record has a timeline for every server (a
+    queue's growth, or a cap's holding, second by second)."""
+    plan = deployment.read_section("overload", OverloadPlan, quick=False, path=deployment.PLAN_PATH)
+    assert plan.schedule_seconds >= 30 and any(multiple > 1 for multiple in plan.multiples)
+    assert plan.max_in_flight >= max(plan.rates) * plan.timeout  # vegeta never waits for the server
+    record = OverloadRecord.from_json(json.loads((RESULTS_DIR / "deployment" / "overload.json").read_text()), "o")
+    assert record.settings.schedule_seconds >= 30, "results/deployment/overload.json ran its rates under 30 s"
+    assert all(run.timeline for run in record.runs), "a server of results/deployment/overload.json has no timeline"
+
+
+def test_the_tradeoff_says_a_queue_grows_and_names_the_cap_that_refuses_none() -> None:
+    committed = json.loads((RESULTS_DIR / "deployment" / "overload.json").read_text(encoding="utf-8"))
+    record = OverloadRecord.from_json(committed, "overload")
+    text = deployment_tables.overload_tradeoff(record)
+    assert text.count("\n- ") + text.startswith("- ") == len(record.runs)
+    assert "would have refused none" in text
+    assert "Not measured yet" in deployment_tables.overload_tradeoff(None)
+
+
+def test_the_race_is_a_rate_of_served_posts_and_gets_for_every_server() -> None:
+    """Issue 31, finding 4: the committed race ran each server for 60 s or more under the stated traffic, its POSTs
+    were answered 200 (not 405, which counted as 'no 502' before), and every server ran GETs too."""
+    record = RaceRecord.from_json(json.loads((RESULTS_DIR / "deployment" / "proxy-race.json").read_text()), "race")
+    designs = {run.design for run in record.runs}
+    for design in designs:
+        runs = [run for run in record.runs if run.design == design and run.result is not None]
+        assert {run.method for run in runs if run.label == "defaults"} == {"POST", "GET"}, design
+        assert record.settings.duration_s * len(runs) >= 60, design
+        for run in runs:
+            assert run.result.answers(405) == 0, f"{design} {run.method}: answered 405"
+            assert run.result.answers(200) > 0.9 * run.result.sent, f"{design} {run.method}: not served"
+    assert any(cause.answers(502) for cause in record.causes or []), "no other cause of 502 reproduced"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import io
 import os
 import signal
 import subprocess
@@ -141,6 +142,32 @@ def test_app_keep_alive_is_read_from_the_environment_at_import() -> None:
 def test_the_asgi_app_refuses_other_methods_with_405() -> None:
     start, _ = call_asgi("POST")
     assert start["status"] == 405
+
+
+def test_both_apps_answer_a_form_posted_to_form_200() -> None:
+    """docs/deployment.md's race sends its POSTs here: a 405 there counted as 'not a 502' (issue 31, finding 4)."""
+    environ: dict = {"REQUEST_METHOD": "POST", "SCRIPT_NAME": "", "PATH_INFO": "/form", "CONTENT_LENGTH": "4",
+                     "CONTENT_TYPE": "application/x-www-form-urlencoded", "QUERY_STRING": ""}
+    setup_testing_defaults(environ)
+    environ["wsgi.input"] = io.BytesIO(b"a=12")
+    started: list = []
+    result = validator(wsgi_app.make_app(0.0))(environ, lambda status, headers: started.extend([status]))
+    try:
+        body = b"".join(result)
+    finally:
+        result.close()
+    assert started == ["200 OK"] and body == wsgi_app.FORM_RECEIVED
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"a=12", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/form", "headers": [], "http_version": "1.1"}
+    asyncio.run(asgi_app.app(scope, receive, send))
+    assert sent[0]["status"] == 200 and sent[1]["body"] == asgi_app.FORM_RECEIVED
 
 
 # --- every real server serves the same bytes ----------------------------------------------------------------

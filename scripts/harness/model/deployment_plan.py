@@ -31,16 +31,29 @@ class RaceTarget(Typed):
     source: str = ""  # where its default is documented
 
 
+class RaceCause(Typed):
+    """A `[[race.cause]]`: another common cause of a 502 behind nginx, reproduced: a server, its arguments, the
+    simulated call of every request, and how many requests are sent one after another."""
+
+    id: str
+    cause: str  # in words
+    design: str
+    arguments: list[str]
+    delay: float
+    requests: int
+    source: str = ""
+
+
 class RaceSettings(Typed):
     """The `[race]` table's settings, its targets apart: what the proxy-race record keeps."""
 
     id: str
     title: str
     proxy: str  # nginx's configuration in front of every server (upstream keep-alive)
-    connections: int  # requests per burst, one per connection
-    bursts: int
-    window_ms: float  # the gaps' offsets from the timeout step through +-window_ms ...
-    step_ms: float  # ... in steps of step_ms
+    users: int  # each on its own kept connection to nginx: a request, then idle
+    duration_s: float  # how long the users send, per run
+    idle_spread: float  # each idle is drawn uniformly from timeout x (1 - spread) to timeout x (1 + spread)
+    path: str  # where the requests go (the apps answer a POST 200 at /form)
     methods: list[str]
 
 
@@ -48,6 +61,7 @@ class RacePlan(RaceSettings):
     """The whole `[race]` table: its settings and its servers."""
 
     target: list[RaceTarget] = dataclasses.field(default_factory=list)
+    cause: list[RaceCause] = dataclasses.field(default_factory=list)
 
     def settings(self) -> RaceSettings:
         return settings_of(RaceSettings, self)

@@ -9,8 +9,13 @@ Reads records only (suites/deployment.py and the open-loop-vegeta scenario measu
   (p50, p99) and of every answer (p99), the last row at half the capacity again: the recovery.
 - deployment/overload-latency.svg (docs/plots/): p99 latency of the 2xx answers against offered
   load, and the share of requests served, one line per server.
+- overload-timeline.svg (docs/plots/): second by second through each server's run, the p99 of the 2xx
+  answers (by when the request was sent) and the most requests in flight: a queue grows, a cap holds.
+- deployment/overload-tradeoff.md: from the same timelines, per server: the 3x rate's first and last
+  second (p99, in flight), its 503s at 1x, how long the last rate took to be served as the first was;
+  and the most requests in flight at 1x among the servers without a cap (what a cap must allow).
 - deployment/slow-clients.md: from results/hostile.json, each design the hostile suite ran both
-  alone and behind nginx (servers/nginx_reverse_proxy.conf), under the slow clients' cases
+  alone and behind nginx (the record's `proxy`), under the slow clients' cases
   (slowloris, a stalled body, a slow reader): did a separate probe client still get its answer,
   and how soon, alone and behind nginx.
 - deployment/slow-clients-held.md: from results/deployment/slow-clients/hostile.json (the hostile
@@ -28,7 +33,13 @@ import json
 from pathlib import Path
 from typing import TypeVar
 
-from harness.model.records.deployment_records import OverloadRecord, OverloadRun, RaceRecord
+from harness.model.records.deployment_records import (
+    OverloadRecord,
+    OverloadRun,
+    RaceRecord,
+    RaceResult,
+    TimelinePoint,
+)
 from harness.model.records.hostile_record import CaseResult, HostileRecord
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.typed import Typed
@@ -64,30 +75,45 @@ def race_table(record: RaceRecord | None) -> str:
     """One row per run: server, its keep-alive timeout as run, method, sent, 502s, per 10,000, other failures."""
     if record is None:
         return not_measured(f"results/deployment/{RACE_ID}.json", "python scripts/bench.py deployment race")
-    rows = ["| server | keep-alive timeout | method | requests | 502 | per 10,000 | no answer |",
-            "|---|---|---|--:|--:|--:|--:|"]
+    rows = ["| server | keep-alive timeout | method | requests | 2xx | 502 | per 10,000 "
+            "| near the timeout: requests (502) | no answer |", "|---|---|---|--:|--:|--:|--:|--:|--:|"]
     for run in record.runs:
         result = run.result
         if run.error or result is None:
             rows.append(f"| {design_link(run.design)} | {run.label} | {run.method} "
-                        f"| failed: {(run.error or 'no result')[:80]} | | | |")
+                        f"| failed: {(run.error or 'no result')[:80]} | | | | | |")
             continue
         timeout = " ".join(run.arguments or []) + (" (default)" if run.label == "defaults" else " (the fix)")
-        rows.append(f"| {design_link(run.design)} | `{timeout}` | {run.method} | {result.sent:,} "
-                    f"| {result.answers(502):,} | **{run.bad_gateway_per_10k:g}** "
+        near, near_502 = near_timeout(result)
+        ok = sum(count for status, count in result.statuses.items() if status.startswith("2"))
+        rows.append(f"| {design_link(run.design)} | `{timeout}` | {run.method} | {result.sent:,} | {ok:,} "
+                    f"| {result.answers(502):,} | **{run.bad_gateway_per_10k:g}** | {near:,} ({near_502:,}) "
                     f"| {sum(result.errors.values()):,} |")
     settings = record.settings
     note = (f"\nBehind nginx (`{settings.proxy}`: upstream `keepalive`, HTTP/1.1, its upstream "
-            f"`keepalive_timeout` at the default 60 s), {settings.connections} connections, "
-            f"{settings.bursts} bursts per run, each burst the server's timeout plus an offset of up to "
-            f"±{settings.window_ms:g} ms (steps of {settings.step_ms:g} ms) after the last answer of the one "
-            f"before; one run per row, {record.mode} run, commit "
-            f"`{record.environment.commit[:10]}`. Raw record: `results/deployment/{RACE_ID}.json`.\n")
+            f"`keepalive_timeout` at the default 60 s). The traffic: {settings.users} users, each on its own kept "
+            f"connection to nginx, each sending a request to `{settings.path}` and then idle for a time drawn "
+            f"uniformly from {1 - settings.idle_spread:g} to {1 + settings.idle_spread:g} times the server's "
+            f"timeout, for {settings.duration_s:g} s a run. Near the timeout: the requests sent after a lull (the "
+            f"time since any user's last answer) within 50 ms of the server's timeout, and their 502s. One run per "
+            f"row, {record.mode} run, commit `{record.environment.commit[:10]}`. Raw record: "
+            f"`results/deployment/{RACE_ID}.json`.\n")
     return wide_table("\n".join(rows)) + note
 
 
+NEAR_MS = 50  # the race client's fine buckets: within this many ms of the timeout
+
+
+def near_timeout(result: RaceResult) -> tuple[int, int]:
+    """Requests sent after a lull within NEAR_MS of the server's timeout, and how many of them got 502."""
+    near = [counts for offset, counts in result.by_offset_ms.items()
+            if offset.lstrip("-").replace(".", "", 1).isdigit() and abs(float(offset)) < NEAR_MS]
+    return sum(sum(counts.values()) for counts in near), sum(counts.get("502", 0) for counts in near)
+
+
 def race_verdict(record: RaceRecord | None) -> str:
-    """One sentence per server: 502s per 10,000 at its default timeout (per method), and with the fix."""
+    """One sentence per server: 502s per 10,000 at its default timeout (per method), and with the fix; then each other
+    cause of 502 reproduced, with what its requests got."""
     if record is None:
         return ""
     by_design: dict[str, list[str]] = {}
@@ -99,6 +125,15 @@ def race_verdict(record: RaceRecord | None) -> str:
             f"{run.result.answers(502):,} 502s in {run.result.sent:,} {run.method}s {setting} "
             f"({run.bad_gateway_per_10k:g} per 10,000)")
     lines = [f"- {design_link(design)}: " + "; ".join(parts) + "." for design, parts in by_design.items()]
+    for cause in record.causes or []:
+        if cause.error or cause.statuses is None:
+            lines.append(f"- {cause.cause}: not measured ({(cause.error or 'no result')[:80]}).")
+            continue
+        answers = ", ".join(f"{status or 'no answer'} after {seconds:g} s"
+                            for status, seconds in zip(cause.statuses, cause.seconds or [], strict=False))
+        lines.append(f"- {cause.cause} ({design_link(cause.design)} `{' '.join(cause.arguments)}`, every request a "
+                     f"{cause.delay:g} s call, behind the same nginx): {cause.answers(502)} of {len(cause.statuses)} "
+                     f"got 502 ({answers}).")
     return "\n".join(lines) + "\n"
 
 
@@ -137,10 +172,12 @@ def overload_table(record: OverloadRecord | None) -> str:
         ceiling_note = (f" The tool's ceiling: vegeta against {design_link(record.ceiling.design)} at "
                         f"{ceiling.rate:g} requests/s served {ceiling.requests_per_second:,.0f} a second, "
                         f"its requests sent at most {ceiling.late_ms.p99:g} ms late (p99) against its schedule.")
+    back_to_back = (", the rates back to back (each starts when the one before has sent its last request, "
+                    "whatever is still in flight)" if any(run.timeline for run in record.runs) else "")
     note = (f"\nvegeta (`-keepalive=false`: a new connection per request, as a proxy without upstream keep-alive) "
-            f"offers each rate for {settings.schedule_seconds:g} s, at most {settings.max_in_flight:,} requests "
-            f"in flight; each server answers after a {settings.delay * 1000:g} ms simulated call, at most 16 at "
-            f"once (about {settings.capacity:g} requests/s). 2xx/s: 2xx answers a second from the first request sent "
+            f"offers each rate for {settings.schedule_seconds:g} s{back_to_back}, at most {settings.max_in_flight:,} "
+            f"requests in flight; each server answers after a {settings.delay * 1000:g} ms simulated call, at most "
+            f"16 at once (about {settings.capacity:g} requests/s). 2xx/s: 2xx answers a second from the first request sent "
             f"to the last answer (the schedule and the last wait). Latency from when vegeta sent the request; "
             f"\"no answer\": refused, reset or past vegeta's {settings.timeout:g} s timeout. One server process "
             f"per row group, its rates one after another; one run per cell, {record.mode} run, commit "
@@ -148,6 +185,9 @@ def overload_table(record: OverloadRecord | None) -> str:
             f"`results/deployment/{OVERLOAD_ID}.json`.\n")
     figure = ("\n![p99 latency of the 2xx answers, and the share of requests answered 200, against offered load, "
               "one line per server](plots/overload-latency.svg)\n")
+    if any(run.timeline for run in record.runs):
+        figure += ("\n![Second by second through each server's run: the p99 of its 2xx answers and the most requests "
+                   "in flight, the rates marked above](plots/overload-timeline.svg)\n")
     return wide_table("\n".join(rows)) + note + figure
 
 
@@ -184,6 +224,105 @@ def overload_plot(record: OverloadRecord) -> str:
     return plots._to_svg(figure)
 
 
+def phase(run: OverloadRun, index: int, schedule_s: float) -> list[TimelinePoint]:
+    """The timeline's seconds during the index-th rate's schedule (rates run back to back)."""
+    return [point for point in run.timeline or [] if index * schedule_s <= point.t_s < (index + 1) * schedule_s]
+
+
+def queues(run: OverloadRun) -> bool:
+    """No admission control at this load: nothing answered 503 (render the word the record's answers support)."""
+    return not any(cell.answers(503) for cell in run.cells)
+
+
+def overload_tradeoff(record: OverloadRecord | None) -> str:
+    """Per server, from its timeline: what the 3x rate did to its p99 and queue, what 1x cost it, how soon it
+    recovered; then the most requests the servers without a cap had in flight at 1x (the size a cap must allow)."""
+    if record is None or not any(run.timeline for run in record.runs):
+        return "*Not measured yet: no timeline in `results/deployment/overload.json`.*\n"
+    settings = record.settings
+    schedule = settings.schedule_seconds
+    top = settings.multiples.index(max(settings.multiples))
+    one = settings.multiples.index(1.0) if 1.0 in settings.multiples else None
+    last = len(settings.multiples) - 1
+    lines = []
+    for run in record.runs:
+        if not run.timeline or len(run.cells) <= top:
+            continue
+        name = f"{design_link(run.design)} `{' '.join(run.arguments) or 'its defaults'}`"
+        burst = [point for point in phase(run, top, schedule) if point.sent]
+        first, end = burst[0], burst[-1]
+        parts = [f"at {max(settings.multiples):g}× the p99 of its 2xx answers went from {ms(first.p99_ms)} ms "
+                 f"(requests sent in the rate's first second) to {ms(end.p99_ms)} ms (its last second), with "
+                 f"{first.in_flight_peak:,} and then {end.in_flight_peak:,} requests in flight"]
+        if end.failed:
+            parts.append(f"{sum(point.failed for point in burst):,} of its {sum(point.sent for point in burst):,} "
+                         f"requests got no answer within vegeta's {settings.timeout:g} s")
+        if one is not None and len(run.cells) > one and run.cells[one].requests_sent:
+            cell = run.cells[one]
+            parts.append(f"at 1× it refused {cell.answers(503):,} of {cell.requests_sent:,} (503)")
+        recovery = phase(run, last, schedule) if len(run.cells) > last else []
+        baseline = run.cells[0].latency_ms_2xx.p99 if run.cells[0].latency_ms_2xx else None
+        if recovery and baseline:
+            back = next((point.t_s - last * schedule for point in recovery
+                         if point.p99_ms is not None and point.p99_ms <= 2 * baseline), None)
+            parts.append(f"back at {settings.multiples[last]:g}×, " +
+                         (f"its p99 was within twice the first rate's after {back:g} s" if back is not None else
+                          f"its p99 was not back within twice the first rate's in the {schedule:g} s"))
+        lines.append(f"- {name}: " + "; ".join(parts) + ".")
+    uncapped = [run for run in record.runs if run.timeline and queues(run)]
+    if one is not None and uncapped:
+        peak = max(point.in_flight_peak for run in uncapped for point in phase(run, one, schedule))
+        lines.append(f"\nAt 1× ({settings.capacity:g} requests/s), the servers without a cap had at most {peak:,} "
+                     f"requests in flight at once (sent and not yet answered, any second of the "
+                     f"{schedule:g} s): a cap at 16 refuses what arrives while 16 are in flight, and 16 are "
+                     f"in flight often at 1×; a cap of {peak:,} or more would have refused none of it.")
+    note = (f"\nFrom the timelines of `results/deployment/overload.json` ({record.mode} run, commit "
+            f"`{record.environment.commit[:10]}`): each second's figures are those of the requests vegeta sent in "
+            f"that second; in flight is the most requests sent and not yet answered at any instant of it.\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def overload_timeline_plot(record: OverloadRecord) -> str:
+    """Second by second through each server's run: p99 of 2xx answers (by send time) and the requests in flight."""
+    from harness.render import plots
+
+    figure, panels = plots.plt.subplots(2, 1, figsize=(9, 6.4), sharex=True)
+    for run in record.runs:
+        if not run.timeline:
+            continue
+        style = plots.design_style(run.design)
+        style["label"] = f"{run.design} {' '.join(run.arguments)}".strip()
+        style["marker"] = None
+        if run.arguments:
+            style["linestyle"] = "--"
+        seconds = [point.t_s for point in run.timeline]
+        panels[0].plot(seconds, [point.p99_ms for point in run.timeline], **style)
+        panels[1].plot(seconds, [max(point.in_flight_peak, 1) for point in run.timeline], **style)
+    schedule = record.settings.schedule_seconds
+    for index, multiple in enumerate(record.settings.multiples):
+        for panel in panels:
+            panel.axvline(index * schedule, color="#9e9e9e", linestyle=":", linewidth=1)
+        panels[0].text(index * schedule + schedule / 2, 1.02, f"{multiple:g}×", ha="center", fontsize=8,
+                       transform=panels[0].get_xaxis_transform())
+    for panel in panels:
+        panel.set_yscale("log")
+        panel.yaxis.set_major_formatter(plots.ticker.FuncFormatter(lambda value, _: f"{value:,g}"))
+        panel.grid(True, alpha=0.3)
+    panels[0].set_ylabel("p99 of 2xx answers, ms (log)")
+    panels[1].set_ylabel("most requests in flight (log)")
+    panels[1].set_xlabel(f"seconds since the first request (each rate {schedule:g} s, back to back)")
+    figure.suptitle("Past capacity, second by second: a queue grows, a cap holds", x=0.02, ha="left")
+    panels[0].legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.0))
+    return plots._to_svg(figure)
+
+
+def proxy_words(proxy: str | None) -> str:
+    """The proxy a hostile record's designs sat behind, in words (a record from before it said: the HTTP/1.0 one)."""
+    if proxy is None:
+        return "`servers/nginx_reverse_proxy.conf` (buffering on, a new upstream connection per request)"
+    return f"`{proxy}` (buffering on; client and upstream keep-alive, so connections to the design are reused)"
+
+
 def probe_cell(case: CaseResult | None) -> str:
     """The probe's answer during a hostile case: its status and seconds, or what went wrong."""
     if case is None:
@@ -216,7 +355,7 @@ def slow_clients_table(hostile: HostileRecord | None) -> str:
             f"announces 100,000 bytes and sends 10; a slow reader asks for 1 MiB and reads 1 KiB. The probe is a "
             f"separate client asking for the page {settings.probe_at:g} s into the case, given "
             f"{settings.probe_timeout:g} s; each design answers after a {settings.delay * 1000:g} ms call. "
-            f"Behind nginx: `servers/nginx_reverse_proxy.conf` (buffering on, a new upstream connection per request). "
+            f"Behind nginx: {proxy_words(hostile.proxy)}. "
             f"Commit `{hostile.environment.commit[:10]}`, {hostile.mode} run. Raw record: "
             f"`results/hostile.json`.\n")
     return wide_table("\n".join(rows)) + note
@@ -264,8 +403,8 @@ def held_table(record: HostileRecord | None) -> str:
             f"{settings.slow_reader_stall:g} s; a server that has handed its whole answer to the kernel and closed no longer "
             f"counts (the kernel, not the server, holds what the reader has not read). The suite's probe client, "
             f"{settings.probe_at:g} s into the case, counts too. Before each case the server held "
-            f"{' or '.join(map(str, before)) or '–'}. Behind nginx: `servers/nginx_reverse_proxy.conf` (buffering "
-            f"on, a new upstream connection per request). Commit `{record.environment.commit[:10]}`, "
+            f"{' or '.join(map(str, before)) or '–'}. Behind nginx: {proxy_words(record.proxy)}. "
+            f"Commit `{record.environment.commit[:10]}`, "
             f"{record.started_utc[:10]}, {record.mode} run. Raw record: `results/{HELD_RECORD}`.\n")
     return wide_table("\n".join(rows)) + note
 
@@ -330,8 +469,12 @@ def deployment_files(results_dir: Path, generated_dir: Path, plots_dir: Path,
         + cross_check_table(records.get(CROSS_CHECK[0]), records.get(CROSS_CHECK[1])),
     }
     files[out / "overload-recovery.md"] = HEADER.format(source=f"results/deployment/{OVERLOAD_ID}.json") + "not measured yet.\n"
+    files[out / "overload-tradeoff.md"] = (HEADER.format(source=f"results/deployment/{OVERLOAD_ID}.json")
+                                           + overload_tradeoff(overload))
     if overload is not None:
         files[plots_dir / "overload-latency.svg"] = overload_plot(overload)
+        if any(run.timeline for run in overload.runs):
+            files[plots_dir / "overload-timeline.svg"] = overload_timeline_plot(overload)
         verdicts = [f"{run.design} {' '.join(run.arguments)}".strip() + ": "
                     + {True: "recovered", False: "did not recover", None: "not measured"}[recovered(run)]
                     for run in overload.runs]

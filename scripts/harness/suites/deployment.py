@@ -6,14 +6,18 @@ each (results/deployment/proxy-race.json and overload.json), atomically, after t
 race: for each target, a run per method with the server's keep-alive timeout at its default,
 and a POST run with the fix (its timeout above nginx's 60 s); each run starts the design pinned
 to the server's CPU, nginx with upstream keep-alive in front of it on the same CPU, and
-scripts/harness/clients/idle_race.py on the other CPU. The record keeps every answer by status
-and by the gap's offset from the timeout, and the 502s per 10,000 requests.
+scripts/harness/clients/idle_race.py on the other CPU: users on kept connections, each idle
+between requests for a time drawn across the server's timeout, for the plan's duration. The
+record keeps every answer by status and by the lull before it, and the 502s per 10,000 requests.
 
 overload: for each target (a design and the arguments that set its admission control), one
 server and vegeta (clients/tools/vegeta.py) at each multiple of the capacity in turn, the last
-multiple back at half: the record keeps each rate's answers by status, latency of every answer
-and of the 2xx answers alone, and how late vegeta ran against its schedule. The tool's ceiling
-is nginx at the highest rate, measured first.
+multiple back at half, back to back: each rate starts when the one before has sent its last
+request, whatever is still in flight (a queue left by the rate before meets the next one). The
+record keeps each rate's answers by status, latency of every answer and of the 2xx answers
+alone, how late vegeta ran against its schedule, and the run's timeline: second by second, what
+was sent, served and refused, the 2xx answers' p50 and p99, and the most requests in flight
+(sent, not yet answered). The tool's ceiling is nginx at the highest rate, measured first.
 
 Known limits: one run per cell (a race is counted over many requests; an overload run is a
 picture of a queue growing); the 502s are counted at the client, the only place they are seen.
@@ -23,20 +27,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import json
 import sys
+import time
 import tomllib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from harness.clients.tools import require_tool
+from harness.clients import idle_race
+from harness.clients.tools import require_tool, vegeta
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue
-from harness.model.deployment_plan import OverloadPlan, RacePlan
+from harness.model.deployment_plan import OverloadPlan, RaceCause, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import (
+    CauseRun,
     DeploymentScenario,
     OverloadCell,
     OverloadRecord,
@@ -44,6 +53,7 @@ from harness.model.records.deployment_records import (
     RaceRecord,
     RaceResult,
     RaceRun,
+    TimelinePoint,
 )
 from harness.model.records.typed import RecordShapeError, Typed
 from harness.model.settings import ScenarioSettings
@@ -104,10 +114,11 @@ def race_targets(plan: RacePlan, catalogue: Catalogue) -> list[Target]:
 
 
 def race_command(port: int, target: Target, plan: RacePlan) -> list[str]:
-    """The race's load: bursts over many connections, each gap the server's timeout plus a stepped offset."""
+    """The race's load: users on kept connections, each idle between requests for a draw across the timeout."""
+    low, high = target.timeout_s * (1 - plan.idle_spread), target.timeout_s * (1 + plan.idle_spread)
     return [sys.executable, str(IDLE_RACE), "--port", str(port), "--gap", f"{target.timeout_s:g}",
-            "--connections", str(plan.connections), "--bursts", str(plan.bursts),
-            "--window-ms", f"{plan.window_ms:g}", "--step-ms", f"{plan.step_ms:g}", "--method", target.method]
+            "--users", str(plan.users), "--duration", f"{plan.duration_s:g}", "--idle-min", f"{low:g}",
+            "--idle-max", f"{high:g}", "--method", target.method, "--path", plan.path]
 
 
 @contextlib.contextmanager
@@ -129,7 +140,7 @@ def race_run(catalogue: Catalogue, target: Target, plan: RacePlan, log_dir: Path
         command = race_command(proxy.port, target, plan)
         load_command = processes.pinned(command, pinning.load)
         print(f"  server: {' '.join(server.command)}\n  load:   {' '.join(load_command)}", flush=True)
-        timeout = (plan.bursts + 1) * (target.timeout_s + 12) + 60
+        timeout = plan.duration_s + idle_race.READ_TIMEOUT_S + 60
         completed = processes.run_tool(command, timeout=timeout, cpu=pinning.load, cwd=REPO_ROOT)
         server_alive = server.alive()
     run = RaceRun(design=target.design, label=target.label, method=target.method, arguments=target.arguments,
@@ -145,6 +156,44 @@ def race_run(catalogue: Catalogue, target: Target, plan: RacePlan, log_dir: Path
     per_10k = round(bad_gateway * PER / result.sent, 1) if result.sent else None
     print(f"  {bad_gateway} of {result.sent} got 502 ({per_10k} per {PER:,})", flush=True)
     return replace(run, result=result, bad_gateway_per_10k=per_10k)
+
+
+def cause_run(catalogue: Catalogue, cause: RaceCause, plan: RacePlan, pinning: processes.CpuPinning) -> CauseRun:
+    """Another cause of 502: the server behind the same nginx, `requests` GETs one after another, each one's status."""
+    target = Target(design=cause.design, arguments=cause.arguments, label=cause.id)
+    log_dir = launcher.LOG_DIR / plan.id / f"cause-{cause.id}"
+    run = CauseRun(id=cause.id, cause=cause.cause, design=cause.design, arguments=cause.arguments, delay=cause.delay)
+    statuses, seconds = [], []
+    try:
+        with proxied(catalogue, target, cause.delay, log_dir, plan.proxy, pinning.server) as (server, proxy):
+            assert proxy is not None
+            print(f"  server: {' '.join(server.command)}", flush=True)
+            for _ in range(cause.requests):
+                began = time.monotonic()
+                statuses.append(ask_once(proxy.port, cause.delay + CAUSE_SLACK_S))
+                seconds.append(round(time.monotonic() - began, 3))
+            command = server.command
+    except processes.ServerStartError as error:
+        return replace(run, error=str(error))
+    print(f"  {cause.id}: statuses {statuses}", flush=True)
+    return replace(run, server_command=command, statuses=statuses, seconds=seconds)
+
+
+CAUSE_SLACK_S = 30.0  # a cause's request waits this long past its call for an answer
+
+
+def ask_once(port: int, timeout: float) -> int:
+    """One GET / through nginx on a new connection: the status, or 0 when none came."""
+    connection = http.client.HTTPConnection(processes.LOOPBACK, port, timeout=timeout)
+    try:
+        connection.request("GET", "/")
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    except (OSError, http.client.HTTPException):
+        return 0
+    finally:
+        connection.close()
 
 
 def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
@@ -163,10 +212,15 @@ def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
             run = RaceRun(design=target.design, label=target.label, method=target.method, error=str(error))
         problems += bool(run.error) or not run.server_alive
         runs.append(run)
+    causes = []
+    for cause in plan.cause if not design_names else [c for c in plan.cause if c.design in design_names]:
+        print(f"{plan.id}: cause {cause.id} ({cause.design} {' '.join(cause.arguments)})", flush=True)
+        causes.append(cause_run(catalogue, cause, plan, pinning))
+        problems += bool(causes[-1].error)
     record = RaceRecord(kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
                         mode="quick" if quick else "full", settings=plan.settings(),
                         environment=describe_machine(pinning, {"nginx": nginx_version()}),
-                        started_utc=started, finished_utc=utc_now(), runs=runs)
+                        started_utc=started, finished_utc=utc_now(), runs=runs, causes=causes or None)
     return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
 
 
@@ -181,29 +235,48 @@ def overload_targets(plan: OverloadPlan, catalogue: Catalogue) -> list[Target]:
 
 def overload_run(catalogue: Catalogue, target: Target, plan: OverloadPlan, log_dir: Path,
                  pinning: processes.CpuPinning, rates: list[float], delay: float) -> OverloadRun:
-    """One server through every rate in turn (the same process: does it recover when the load drops?)."""
+    """One server through every rate back to back (the same process: does it recover when the load drops?).
+
+    Each rate's vegeta starts when the one before has sent its last request, not when its last answer came: the
+    requests still queued from the rate before meet the next rate's, as they would in service."""
     tool = require_tool("vegeta")
-    cells: list[OverloadCell] = []
     error = None
-    with proxied(catalogue, target, delay, log_dir, None, pinning.server) as (server, _):
+    started: list[tuple[float, float | None, Path, Future[dict[str, Any]]]] = []
+    with proxied(catalogue, target, delay, log_dir, None, pinning.server) as (server, _), \
+            ThreadPoolExecutor(max_workers=len(rates)) as pool:
         url = f"http://{server.host}:{server.port}/"
+        start = time.monotonic()
         for index, rate in enumerate(rates):
             settings = ScenarioSettings.for_tool(plan.schedule_seconds, plan.max_in_flight, rate=rate,
                                                  schedule_seconds=plan.schedule_seconds, timeout=plan.timeout)
             workdir = log_dir / f"{index}-rate{rate:g}"
             print(f"  rate {rate:g}/s: {' '.join(tool.command(url, plan.max_in_flight, settings, workdir))}",
                   flush=True)
-            cell = OverloadCell.from_json(tool.run(url, plan.max_in_flight, settings, workdir, pinning.load),
-                                          f"vegeta's run of {target.design} at {rate:g}/s")
-            cells.append(replace(cell, multiple=plan.multiples[index] if index < len(plan.multiples) else None,
-                                 load_command=processes.pinned(cell.command, pinning.load)))
+            multiple = plan.multiples[index] if index < len(plan.multiples) else None
+            started.append((rate, multiple, workdir,
+                            pool.submit(tool.run, url, plan.max_in_flight, settings, workdir, pinning.load)))
+            while time.monotonic() < start + (index + 1) * plan.schedule_seconds and server.alive():
+                time.sleep(0.05)
             if not server.alive():
                 error = f"the server died at {rate:g} requests/s: {server.stderr_tail()[-400:]}"
                 break
+        cells = [replace(OverloadCell.from_json(job.result(), f"vegeta's run of {target.design} at {rate:g}/s"),
+                         multiple=multiple, load_command=processes.pinned(job.result()["command"], pinning.load))
+                 for rate, multiple, _, job in started]
         server_alive = server.alive()
     return OverloadRun(design=target.design, arguments=target.arguments, admission=target.label, cells=cells,
                        server_command=server.command, error=error, server_alive=server_alive,
-                       exit_code=server.exit_code)
+                       exit_code=server.exit_code, timeline=run_timeline([workdir for _, _, workdir, _ in started]))
+
+
+def run_timeline(workdirs: list[Path]) -> list[TimelinePoint] | None:
+    """Every rate's requests together, second by second from the first one sent (vegeta.timeline)."""
+    rows = [row for workdir in workdirs if (workdir / "results.csv").exists()
+            for row in vegeta.parse_csv((workdir / "results.csv").read_text())]
+    if not rows:
+        return None
+    points = vegeta.timeline(rows, min(row["sent_ns"] for row in rows))
+    return [TimelinePoint.from_json(point, "vegeta.timeline") for point in points]
 
 
 def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | None,

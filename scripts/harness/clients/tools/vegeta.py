@@ -17,6 +17,11 @@ attack name, sequence number, method, URL, headers. Everything is computed from 
   a second over it (what the server served, not what it was offered).
 - late_ms: how late vegeta sent its requests against its own schedule (request `seq` due at
   first + seq / rate), p50 and p99: near 0 when the tool kept the offered rate.
+- timeline(rows, origin): second by second (by when each request was sent), what was sent, served,
+  refused and never answered, the p50 and p99 of the 2xx answers, and the most requests in flight
+  at once (sent and not yet answered: in the server, its queue, or the kernel's backlog). Rows of
+  several runs at once may be given: their timestamps are the clock's, so runs that overlap count
+  together.
 
 Settings: rate (requests a second; a list sweeps it, suites/plan.py), schedule_seconds (how long
 each rate is offered: vegeta's -duration), concurrency (vegeta's -max-workers, the cap on
@@ -102,6 +107,47 @@ def parse_run(text: str, rate: float | None) -> dict[str, Any]:
     return record
 
 
+def timeline(rows: list[dict[str, Any]], origin_ns: int, bin_s: float = 1.0) -> list[dict[str, Any]]:
+    """Per `bin_s` from origin_ns (by send time): sent, ok (2xx), refused (other answers), failed (none), p50/p99 ms of
+    the 2xx answers, and in_flight_peak: the most requests sent and not yet answered at any instant of the bin."""
+    if not rows:
+        return []
+    width = int(bin_s * 1e9)
+    ends = [row["sent_ns"] + row["latency_ns"] for row in rows]
+    bins = max(max(ends), max(row["sent_ns"] for row in rows)) - origin_ns
+    points: list[dict[str, Any]] = [{"t_s": round(index * bin_s, 3), "sent": 0, "ok": 0, "refused": 0, "failed": 0,
+                                     "p50_ms": None, "p99_ms": None, "in_flight_peak": 0}
+                                    for index in range(bins // width + 1)]
+    served: list[list[float]] = [[] for _ in points]
+    for row in rows:
+        index = (row["sent_ns"] - origin_ns) // width
+        point = points[index]
+        point["sent"] += 1
+        if not row["status"]:
+            point["failed"] += 1
+        elif 200 <= row["status"] < 300:
+            point["ok"] += 1
+            served[index].append(row["latency_ns"] / 1e6)
+        else:
+            point["refused"] += 1
+    for point, latencies in zip(points, served, strict=True):
+        if latencies:
+            summary = latency_summary(latencies)
+            point["p50_ms"], point["p99_ms"] = summary["p50"], summary["p99"]
+    # In flight: +1 when sent, -1 when answered (an answer and a send at the same instant: the answer first). A bin
+    # starts at the count the one before ended with, so a bin with no event still shows what was in flight.
+    events = sorted([(row["sent_ns"], 1) for row in rows] + [(end, -1) for end in ends])
+    in_flight, current = 0, 0
+    for at, change in events:
+        index = min(len(points) - 1, max(0, (at - origin_ns) // width))
+        while current < index:
+            current += 1
+            points[current]["in_flight_peak"] = in_flight
+        in_flight += change
+        points[index]["in_flight_peak"] = max(points[index]["in_flight_peak"], in_flight)
+    return points
+
+
 def schedule_seconds(settings: ScenarioSettings) -> float:
     """How long vegeta offers its rate: schedule_seconds when set, else the time limit."""
     return float(settings.schedule_seconds or settings.time_limit)
@@ -141,6 +187,7 @@ class Vegeta:
         try:
             attack = processes.run_tool(command, timeout=limit, cpu=cpu)
             record["exit_code"] = attack.returncode
+            record["load_tool_resources"] = processes.tool_usage_record(attack)
             if attack.returncode != 0:
                 record["error"] = attack.stderr.strip()[-300:] or f"vegeta exited with code {attack.returncode}"
                 return record
@@ -159,4 +206,3 @@ class Vegeta:
 
 
 TOOL = Vegeta()
-            record["load_tool_resources"] = processes.tool_usage_record(attack)

@@ -5,7 +5,7 @@ Each keeps its plan table's settings (model/deployment_plan.py) and every run, a
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from harness.model.deployment_plan import OverloadSettings, RaceSettings
 from harness.model.records.common import Environment
@@ -55,6 +55,23 @@ class RaceRun(Typed):
     error: str | None = optional()
 
 
+class CauseRun(Typed):
+    """Another cause of 502 reproduced behind the same nginx: each request's status (0: no answer) and seconds."""
+
+    id: str
+    cause: str
+    design: str
+    arguments: list[str]
+    delay: float
+    server_command: list[str] | None = optional()
+    statuses: list[int] | None = optional()
+    seconds: list[float] | None = optional()
+    error: str | None = optional()
+
+    def answers(self, status: int) -> int:
+        return (self.statuses or []).count(status)
+
+
 class RaceRecord(Typed):
     """results/deployment/proxy-race.json."""
 
@@ -69,6 +86,7 @@ class RaceRecord(Typed):
     started_utc: str
     finished_utc: str
     runs: list[RaceRun]
+    causes: list[CauseRun] | None = optional()  # other causes of 502, each reproduced
 
 
 class OverloadCell(Typed):
@@ -95,10 +113,24 @@ class OverloadCell(Typed):
     error: str | None = None
     multiple: float | None = optional()  # of the capacity
     load_command: list[str] | None = optional()  # the command as run, pinned
+    load_tool_resources: Any = optional()  # vegeta's own CPU and wall time, as the tool adapter reports it
 
     def answers(self, status: int) -> int:
         """How many requests got this status."""
         return (self.status_counts or {}).get(str(status), 0)
+
+
+class TimelinePoint(Typed):
+    """One second of a server's overload run, by when vegeta sent each request (clients/tools/vegeta.py, timeline)."""
+
+    t_s: float  # seconds from the run's first request
+    sent: int
+    ok: int  # answered 2xx
+    refused: int  # answered otherwise (503)
+    failed: int  # no answer: refused, reset or past vegeta's timeout
+    p50_ms: float | None  # of the 2xx answers to the requests sent in this second
+    p99_ms: float | None
+    in_flight_peak: int  # the most requests sent and not yet answered at any instant of the second
 
 
 class OverloadRun(Typed):
@@ -112,6 +144,7 @@ class OverloadRun(Typed):
     server_alive: bool | None = optional()
     exit_code: int | None = optional()
     error: str | None = optional()  # its server did not start, or died at a rate
+    timeline: list[TimelinePoint] | None = optional()  # every rate's requests together, second by second
 
 
 class OverloadRecord(Typed):
