@@ -207,11 +207,11 @@ class Wrk:
             return record
         (workdir / "wrk.stdout").write_text(completed.stdout)
         record["exit_code"] = completed.returncode
+        record["load_tool_resources"] = processes.tool_usage_record(completed)
         if completed.returncode != 0:
             record["error"] = completed.stderr.strip()[-500:] or f"wrk exited with code {completed.returncode}"
             return record
         try:
-        record["load_tool_resources"] = processes.tool_usage_record(completed)
             record.update(parse_run(completed.stdout))
             record["error"] = None
             if settings.header_statistic:  # e.g. {"header": "X-Pool-Wait-Us", "count": ..., "p99": ...}
