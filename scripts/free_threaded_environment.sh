@@ -29,8 +29,8 @@ rm -rf "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 # -c: the versions the rest of the site measures, and nothing else from the lock file.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$repo/requirements.lock" "${servers[@]}"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary granian \
-  "granian${granian:+==$granian}${granian:-<=$pinned_granian}"
+if [ -n "$granian" ]; then spec="granian==$granian"; else spec="granian<=$pinned_granian"; fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary granian "$spec"
 "$venv/bin/python" "$repo/scripts/harness/system/gil_report.py" \
   "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" >/dev/null
 touch "$venv/.installed"
