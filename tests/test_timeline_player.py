@@ -24,6 +24,7 @@ from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.render.site import HEADER
+from harness.render import timeline_player
 from harness.render.timeline_player import PAIRS, timeline_player_files
 
 # The browser's fixtures: the same server and Chromium as the site's other browser checks.
@@ -204,5 +205,33 @@ def test_a_design_page_plays_its_own_run(player_page: Any, site_url: str) -> Non
     # the committed run traced the server: its moments are marks on the bars, and the legend names them
     assert player.locator(".tp-chart .tp-mark-accepted").count() > 0
     assert "the server's own system calls" in player.locator(".tp-legend").text_content()
+    # predict, then see: the player waits, inert, until the reader has guessed; the guess is then checked
+    assert player.get_attribute("inert") is not None
+    guess = page.locator(".timeline-guess[data-ready]").first
+    right = int(guess.get_attribute("data-answer"))
+    guess.locator(".tg-choice").nth(2).click()  # one request at a time: wrong for a thread per connection
+    assert right != 2 and "the record says choice" in guess.locator(".tg-verdict").text_content()
+    assert guess.locator("details").get_attribute("open") is not None
+    assert player.get_attribute("inert") is None
     player.locator(".tp-back").click()
     assert time_of(player) < int(player.locator(".tp-scrub").get_attribute("max"))
+
+
+@pytest.mark.parametrize(("end_ms", "answer"), [(322.0, 0), (416.0, 1), (514.1, 1), (3033.8, 2)])
+def test_the_guess_before_a_timeline_is_checked_against_the_record(end_ms: float, answer: int) -> None:
+    """Predict, then see (issue 35): the right choice is the one the measured end falls in, from the load's bounds
+    (30 requests from 10 clients with a 100 ms call: 0.3 s when every call overlaps, 3 s one at a time)."""
+    block = timeline_player.guess_block({"clients": 10, "call_ms": 100.0, "end_ms": end_ms}, 30)
+    assert f'data-answer="{answer}"' in block
+    assert "<li>about 0.3 s: every client" in block and "<li>about 3 s: one request at a time" in block
+    assert f"Choice {answer + 1}: the last answer arrived at {end_ms / 1000:.2f} s" in block
+    assert block.index("Guess first") < block.index("<details")  # the question shows; its answer is folded
+
+
+def test_every_design_page_with_a_player_asks_first() -> None:
+    """The committed player snippets: each design's question comes before its player."""
+    for path in sorted((REPO_ROOT / "docs" / "_generated" / "timeline-player").glob("*.md")):
+        if path.name == "pairs.md":
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert text.index('class="timeline-guess"') < text.index('class="timeline-player"'), path.name

@@ -18,7 +18,8 @@ run.traced, no server file changed): the player plays that run, and where a requ
 accepted the connection, read the request, wrote the answer and closed. The handler's start and
 end are Python, not system calls: they lie between the read and the write, and are not drawn.
 
-Files: docs/_generated/timeline-player/<design>.md (one design, included by its page) and
+Files: docs/_generated/timeline-player/<design>.md (one design, included by its page, its player under a question
+the reader answers first: guess_block) and
 docs/_generated/timeline-player/pairs.md (the home page's pairs, both designs on one clock).
 A record older than these moments (no `connected` in its entries) gives no player: only the
 static plots.
@@ -94,6 +95,35 @@ def player_div(data: dict[str, Any], label: str) -> str:
             f'data-timeline="{payload}">{NO_SCRIPT}</div>\n')
 
 
+# Predict, then see (issue 35): before a design's timeline plays, the reader picks when the last answer arrives.
+# The three choices come from the load alone (every client's calls overlapped; some waited for a worker; one
+# request at a time), the right one from the record: the measured end against the two bounds, with this slack.
+OVERLAPPED_WITHIN = 1.25  # the last answer within 1.25 x (requests per client x call): the calls overlapped
+SERIAL_FROM = 0.8  # from 0.8 x (requests x call) on: one request at a time
+
+
+def guess_block(timeline: dict[str, Any], requests: int) -> str:
+    """The question above a design's player and its answer, folded: without JavaScript a plain question; with it
+    (docs/assets/timeline-guess.js) the choices become buttons and the player waits for one."""
+    clients, call_ms, end_ms = timeline["clients"], timeline["call_ms"], timeline["end_ms"]
+    overlapped, serial = requests / clients * call_ms, requests * call_ms
+    answer = 0 if end_ms <= OVERLAPPED_WITHIN * overlapped else 2 if end_ms >= SERIAL_FROM * serial else 1
+    choices = [f"about {overlapped / 1000:g} s: every client's calls overlap",
+               "in between: some clients wait for a free worker",
+               f"about {serial / 1000:g} s: one request at a time, {requests} calls end to end"]
+    reading = ["the calls overlapped, as many at once as there were clients",
+               "more than the overlapped bound and far less than the serial one: requests queued for a worker",
+               "each request waited for the one before it"][answer]
+    items = "".join(f"<li>{html.escape(choice)}</li>" for choice in choices)
+    return (f'<div class="timeline-guess" data-answer="{answer}">\n'
+            f"<p><strong>Guess first:</strong> {clients} clients send {requests} requests between them, each with a "
+            f"{call_ms:g} ms call. When does the last answer arrive?</p>\n"
+            f'<ol class="tg-choices">{items}</ol>\n'
+            f'<details class="question"><summary>The answer, from the record</summary>\n'
+            f"<p>Choice {answer + 1}: the last answer arrived at {end_ms / 1000:.2f} s ({end_ms:,.0f} ms), so "
+            f"{reading}. Play the run below to see it happen.</p>\n</details>\n</div>\n")
+
+
 def timeline_player_files(record: ScenarioRecord | None, generated_dir: Path, header: str) -> dict[Path, str]:
     """Every design's player snippet and the pairs' snippet; nothing when the record has no moments."""
     if record is None:
@@ -106,7 +136,7 @@ def timeline_player_files(record: ScenarioRecord | None, generated_dir: Path, he
                  if design.status == "ok" and (timeline := design_timeline(design, delay_s))}
     directory = generated_dir / SUBDIR
     source = header.format(source=f"results/{SCENARIO_ID}.json")
-    files = {directory / f"{name}.md": source + player_div(
+    files = {directory / f"{name}.md": source + guess_block(timeline, record.settings.requests) + player_div(
                  {"load": load, "panels": [timeline]}, f"Timeline player: {name}, one run played back")
              for name, timeline in timelines.items()}
     pairs = [{"label": label, "panels": [timelines[first], timelines[second]]}
