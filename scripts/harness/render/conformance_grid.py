@@ -123,7 +123,10 @@ def grid_page(record: ConformanceRecord | None) -> str:
     alone, proxied = group_grids(record, False), group_grids(record, True)
     text = legend() + "\n### Alone\n\nDesigns that gave the same answer to every case of a group share its row.\n\n" + alone
     if proxied:
-        text += ("\n### Behind nginx\n\nEach design behind `servers/nginx_reverse_proxy.conf`: nginx reads the "
+        text += ("\n### Behind nginx\n\nEach design behind "
+                 f"`{record.settings.proxy or 'servers/nginx_reverse_proxy.conf'}` "
+                 "(a new client's request follows every case: `next` in a cell when it did not get its own answer): "
+                 "nginx reads the "
                  "request first, so designs that answer alike share a row.\n\n" + proxied)
     return text
 

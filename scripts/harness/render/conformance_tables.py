@@ -60,12 +60,17 @@ CODES = {
     "no answer": "no answer, the connection still open after the suite's bound (waiting for bytes that a "
                  "conforming server would have refused)",
     "GET-only": "not applicable: the case needs a method other than GET, and the design answers 405 to every other",
+    "405 next 200": "behind nginx, the next client's request (a POST on a new connection after the case, which the "
+                    "design refuses with 405 on its own) got this answer instead: a 2xx is the answer to the hidden "
+                    "request, left on the connection nginx keeps to the design and handed to the next client",
 }
-# A code is built in this order: an interim 100, the first answer (or none), further answers, ' open', ' as HTTP/x.y'.
+# A code is built in this order: an interim 100, the first answer (or none), further answers, ' open', ' as HTTP/x.y',
+# and behind nginx ' next NNN' when the next client's request did not get its own answer (conformance_cases.judge_next).
 CODE_GRAMMAR = re.compile(r"(?P<interim>100→)?(?P<first>\d{3}|0\.9|closed|no answer|GET-only)"
-                          r"(?P<served>(\+2\d\d)+)?(?P<refused>(\+[3-5]\d\d)+)?(?P<open> open)?(?P<version> as HTTP/\d\.\d)?")
+                          r"(?P<served>(\+2\d\d)+)?(?P<refused>(\+[3-5]\d\d)+)?(?P<open> open)?(?P<version> as HTTP/\d\.\d)?"
+                          r"(?P<next> next (\d{3}|closed|no answer))?")
 CODE_PARTS = {"interim": "100→200", "served": "200+200", "refused": "200+400", "open": "200 open",
-              "version": "200 as HTTP/1.2"}
+              "version": "200 as HTTP/1.2", "next": "405 next 200"}
 
 
 def code_legend(code: str) -> list[str]:
@@ -169,7 +174,8 @@ def smuggling_page(record: ConformanceRecord) -> str:
     for case in cases:
         served = [design for design in designs if fails(design, case)]
         cve = f" ({case.cve})" if case.cve else ""
-        out.append(f"**{_escape(case.title)}**{cve}. *The RFC:* {case.rfc} ({case.section})\n")
+        source = f" *Source:* {case.source}." if case.source else ""
+        out.append(f"**{_escape(case.title)}**{cve}. *The RFC:* {case.rfc} ({case.section}){source}\n")
         if not served:
             out.append("- No design alone lets it through: every one refuses or closes.\n")
             continue
@@ -183,14 +189,37 @@ def smuggling_page(record: ConformanceRecord) -> str:
         out.append("")
     proxied = record.placed_designs(behind_nginx=True)
     if proxied:
-        leaks = [(design, case) for design in proxied for case in cases if fails(design, case)]
-        out.append("**Behind nginx:** " + ("no design lets any of these through: nginx refuses them or closes "
-                                          "the connection after the first answer (`keepalive_timeout 0`)."
-                                          if not leaks else
-                                          "; ".join(f"{design_link(design.design)} lets `{case.short}` "
-                                                    f"through ({design.cases[case.id].code})"
-                                                    for design, case in leaks) + "."))
+        out.append("**Behind nginx:** " + behind_nginx_words(record, cases, designs, proxied))
     return "\n".join(out) + "\n"
+
+
+def behind_nginx_words(record: ConformanceRecord, cases: list[ConformanceCase], alone: list[ConformanceDesign],
+                       proxied: list[ConformanceDesign]) -> str:
+    """The smuggling cases behind nginx, case by case (every design, or which), whether nginx alone does the same,
+    and whether a new client's request after each case got its own answer (conformance_cases.judge_next)."""
+    nginx_alone = next((design for design in alone if design.design == "nginx"), None)
+    parts = []
+    for case in cases:
+        leaking = [design for design in proxied if fails(design, case)]
+        if not leaking:
+            continue
+        who = (f"every design ({len(leaking)} of {len(proxied)})" if len(leaking) == len(proxied)
+               else ", ".join(design_link(design.design) for design in leaking))
+        codes = ", ".join(sorted({design.cases[case.id].code for design in leaking}))
+        same = (": nginx alone answers it so too, so the second request is nginx's own reading of the bytes, sent to "
+                "the design as a request of its own" if nginx_alone is not None and fails(nginx_alone, case) else "")
+        parts.append(f"{who} lets `{case.short}` through ({codes}){same}")
+    if not record.settings.proxy:  # a record from before the suite said its proxy: the HTTP/1.0 one
+        return ("; ".join(parts) + "." if parts else
+                "no design lets any of these through: nginx refuses them or closes the connection after the first "
+                "answer (`keepalive_timeout 0`).")
+    shifted = [f"`{design.design}` after `{case.short}` ({design.cases[case.id].code})" for design in proxied
+               for case in cases if " next " in design.cases.get(case.id, Answer(verdict="n/a", code="")).code]
+    text = ("; ".join(parts) + ". " if parts else "no design lets any of these through. ")
+    return text + (f"With nginx keeping its connections to the design alive (`{record.settings.proxy}`), after every "
+                   "case a new client's request got the answer it gets on its own"
+                   + (f", except {', '.join(shifted)}" if shifted else
+                      ": no design left a hidden request's answer on a kept connection for the next client") + ".")
 
 
 def attacker_gets(result: Answer, attack: str) -> str:
@@ -309,9 +338,10 @@ def cases_page(record: ConformanceRecord) -> str:
             printable = repr(shown)[1:-1].replace("`", "\\`")
             asks = " or ".join(case.expect) + (f" (also allowed: {', '.join(case.lenient)})" if case.lenient else "")
             cve = f"; {case.cve}" if case.cve else ""
+            source = f"; {_escape(case.source)}" if case.source else ""
             out.append(f"| <a id=\"{case_anchor(case)}\"></a>{number}. {_escape(case.short)}: {_escape(case.title)} | "
                        f"`{_escape(printable)}` | "
-                       f"{_escape(asks)}: {_escape(case.rfc)} | {case.section}{cve} |")
+                       f"{_escape(asks)}: {_escape(case.rfc)} | {case.section}{cve}{source} |")
         out.append("")
     return "\n".join(out)
 

@@ -1,7 +1,9 @@
 """What the suites that probe designs one by one share: a design as a subject (alone or behind nginx), started.
 
 The hostile suite (suites/hostile/) and the conformance suite (suites/conformance/) both run
-every HTTP design, alone and behind servers/nginx_reverse_proxy.conf: `Subject` names one,
+every HTTP design, alone and behind nginx as the site recommends it (PROXY_TEMPLATE: client keep-alive on,
+HTTP/1.1 and a cache of idle connections to the design, so a second request can share a connection with the
+first, as in production): `Subject` names one,
 `launched` starts it through the launcher (the one place these suites start servers; every
 process is stopped on the way out), and `tool_versions` says which nginx their records used.
 """
@@ -18,8 +20,8 @@ from pathlib import Path
 from harness.model.catalogue import Design
 from harness.system import launcher, processes
 
-PROXY_TEMPLATE = "servers/nginx_reverse_proxy.conf"
-PROXIED_SUFFIX = "+nginx"  # "sequential-sockets+nginx": the design behind servers/nginx_reverse_proxy.conf
+PROXY_TEMPLATE = "servers/nginx_upstream_keep_alive.conf"  # the proxy docs/deployment.md recommends
+PROXIED_SUFFIX = "+nginx"  # "sequential-sockets+nginx": the design behind PROXY_TEMPLATE
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def launched(design: Design, delay: float, log_dir: Path, behind_nginx: bool = F
     """Start a design (with a simulated call of `delay` seconds) the way the harness and tests start it; the one
     place these suites launch servers.
 
-    With behind_nginx, with servers/nginx_reverse_proxy.conf in front. Every process is stopped on the way out.
+    With behind_nginx, with PROXY_TEMPLATE in front. Every process is stopped on the way out.
     """
     port = processes.free_port()
     with launcher.running_design(design, port, delay, log_dir) as server, \

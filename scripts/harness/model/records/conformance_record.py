@@ -18,7 +18,8 @@ class ConformanceRunSettings(Typed):
     quiet: float  # seconds of silence after which an answer is taken as complete
     delay: float  # the simulated call every design is started with
     jobs: int  # designs measured at the same time
-    behind_nginx: str  # "all": every design also behind servers/nginx_reverse_proxy.conf; "none"
+    behind_nginx: str  # "all": every design also behind nginx (the record's `proxy`); "none"
+    proxy: str | None = optional()  # the nginx configuration in front of a design behind nginx (older records: none)
 
 
 class CaseGroup(Typed):
@@ -46,6 +47,7 @@ class ConformanceCase(Typed):
     no_interim: bool | None = optional()  # no 100 Continue may be sent (an HTTP/1.0 client)
     applies: str  # "any", or "non-get": only designs that answer a POST with something other than 405
     cve: str | None = optional()
+    source: str | None = optional()  # the research that made the class known, with its address
     attack: str | None = optional()  # what an attacker gets from a server that fails the case
     parser_expect: list[str] | None = optional()  # what a parser should do, where not `expect`
     filler: str | None = optional()
@@ -68,6 +70,7 @@ class Answer(Typed):
     head: str | None = optional()  # the first answer's status line
     error: str | None = optional()  # why the connection or the sending failed
     other_version: str | None = optional()  # a status line's version other than HTTP/1.0 and HTTP/1.1
+    next_answer: str | None = optional()  # behind nginx: what the next client's request got ("405", "200"...)
 
 
 class ConformanceDesign(Typed):

@@ -198,6 +198,7 @@ class HostileRecord(Typed):
     started_utc: str
     finished_utc: str
     designs: list[DesignResult]
+    proxy: str | None = optional()  # the nginx configuration in front of a design behind nginx (older records: none)
 
     def case(self, case_id: str) -> HostileCase | None:
         return next((case for case in self.cases if case.id == case_id), None)

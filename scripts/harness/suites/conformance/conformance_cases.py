@@ -41,6 +41,7 @@ class Case:
     no_interim: bool = False
     applies: str = "any"  # "any", or "non-get": only designs that answer a POST with something other than 405
     cve: str = ""
+    source: str = ""  # the research that made the class known, with its address
     attack: str = ""
     parser_expect: list[str] = field(default_factory=list)  # what a parser should do, where not `expect`
     filler: str = ""
@@ -61,7 +62,7 @@ class Case:
                                expect=self.expect, section=self.section, rfc=self.rfc, lenient=self.lenient or None,
                                answers=self.answers, close_after=self.close_after or None,
                                no_interim=self.no_interim or None, applies=self.applies, cve=self.cve or None,
-                               attack=self.attack or None, parser_expect=self.parser_expect or None,
+                               source=self.source or None, attack=self.attack or None, parser_expect=self.parser_expect or None,
                                filler=self.filler or None, filler_count=self.filler_count or None, bytes=len(self.data))
 
 
@@ -98,13 +99,13 @@ class ConformanceSettings:
     quiet: float  # seconds of silence after which an answer is taken as complete
     delay: float  # the simulated call every design is started with
     jobs: int  # designs measured at the same time
-    behind_nginx: str = "none"  # "all": every design also behind servers/nginx_reverse_proxy.conf
+    behind_nginx: str = "none"  # "all": every design also behind the proxy of suites/subjects.PROXY_TEMPLATE
     designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
 
-    def to_record(self, jobs: int) -> ConformanceRunSettings:
-        """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
+    def to_record(self, jobs: int, proxy: str) -> ConformanceRunSettings:
+        """As the record keeps them: every setting but the quick run's designs, the jobs that ran, and the proxy."""
         return ConformanceRunSettings(bound=self.bound, quiet=self.quiet, delay=self.delay, jobs=jobs,
-                                      behind_nginx=self.behind_nginx)
+                                      behind_nginx=self.behind_nginx, proxy=proxy)
 
 
 def load_corpus(path: Path = CASES_FILE) -> Corpus:
@@ -188,6 +189,21 @@ def judge_answer(case: Case, statuses: list[int], interim: list[int], ended: str
         verdict, reason = "fail", "sent 100 Continue to an HTTP/1.0 client"
         code = "100→" + code
     return Judgement(verdict, code, reason)
+
+
+def judge_next(judgement: Judgement, alone: int | None, statuses: list[int], ended: str) -> Judgement:
+    """Behind a proxy that keeps its connections to the design: the next client's request (the method probe again,
+    on a new connection, after the case) must get the answer it gets on its own (`alone`). A 2xx instead is the
+    answer to a request hidden in the case's bytes, left on the connection nginx keeps to the design and handed to
+    the next client; any other difference is shown in the cell and does not change the verdict."""
+    seen = str(statuses[0]) if statuses else (CLOSED if ended in ("eof", "reset") else NO_ANSWER)
+    if alone is None or seen == str(alone):
+        return judgement
+    code = f"{judgement.code} next {seen}"
+    if statuses and 200 <= statuses[0] < 300:
+        return Judgement("fail", code, f"the next client's request (answered {alone} on its own) got {seen}: the "
+                                       "answer to the hidden request, left on the connection nginx keeps to the design")
+    return Judgement(judgement.verdict, code, judgement.reason)
 
 
 def judge_parser(case: Case, outcome: str, requests: int, status: int | None, keep_alive: bool | None) -> Judgement:

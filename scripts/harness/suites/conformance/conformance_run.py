@@ -5,7 +5,10 @@ Each design is started once (through the launcher, as every suite starts it; no 
 asked one `POST /` to learn whether it is GET-only (a 405: then the cases that need a non-GET
 method are not applicable), and sent every case on a fresh connection (clients/raw_exchange.py).
 A design that stops answering is started again for the cases after it, at most twice. Behind
-nginx, the design sits behind servers/nginx_reverse_proxy.conf, as in the hostile suite.
+nginx, the design sits behind nginx as the site recommends it (subjects.PROXY_TEMPLATE: client keep-alive,
+HTTP/1.1 and kept-alive connections to the design), as in the hostile suite; after each case the method probe
+goes again, on a new connection, and must get the answer it got before the first case: a 2xx instead is the
+answer to a hidden request, left on a connection nginx keeps to the design (conformance_cases.judge_next).
 The reference parsers (clients/reference_parsers.py) and gunicorn's own corpus
 (clients/gunicorn_corpus.py, fetched with pip into build/) need no socket; they are in the record too.
 """
@@ -39,10 +42,11 @@ from harness.suites.conformance.conformance_cases import (
     Corpus,
     Judgement,
     judge_answer,
+    judge_next,
     judge_parser,
     load_corpus,
 )
-from harness.suites.subjects import PROXIED_SUFFIX, Subject, launched, tool_versions
+from harness.suites.subjects import PROXIED_SUFFIX, PROXY_TEMPLATE, Subject, launched, tool_versions
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now
 
@@ -51,11 +55,11 @@ METHOD_PROBE = b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConn
 STOPPING = threading.Event()
 
 
-def get_only(server: Any, settings: ConformanceSettings) -> bool:
-    """Does the design answer a POST with 405? Then cases that need another method do not apply to it."""
-    answer = raw_exchange.exchange(server.target_host, server.target_port, METHOD_PROBE, settings.bound,
-                                   settings.quiet)
-    return answer.statuses[:1] == [405]
+def method_answer(server: Any, settings: ConformanceSettings) -> raw_exchange.Exchange:
+    """The design's answer to a `POST /` (405 from a GET-only design: cases that need another method do not apply
+    to it); behind nginx, also the answer every later probe must get."""
+    return raw_exchange.exchange(server.target_host, server.target_port, METHOD_PROBE, settings.bound,
+                                 settings.quiet)
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettings, log_root: Path,
@@ -65,7 +69,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
     problems: list[str] = []
     commands: list[list[str]] = []
     remaining = list(cases)
-    only_get = None
+    only_get, probe_status = None, None
     starts = 0
     while remaining and starts < 3:
         starts += 1
@@ -74,7 +78,8 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
                           subject.behind_nginx) as server:
                 commands.append(server.command)
                 if only_get is None:
-                    only_get = get_only(server, settings)
+                    statuses = method_answer(server, settings).statuses
+                    only_get, probe_status = statuses[:1] == [405], (statuses[0] if statuses else None)
                 while remaining:
                     if STOPPING.is_set():
                         raise KeyboardInterrupt
@@ -86,8 +91,13 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
                                                    settings.bound, settings.quiet)
                     judgement = judge_answer(case, answer.statuses, answer.interim, answer.ended, answer.http_09,
                                              answer.other_version)
+                    after = {}
+                    if subject.behind_nginx:  # the next client: does it get its own answer, or one left over?
+                        probe = method_answer(server, settings)
+                        judgement = judge_next(judgement, probe_status, probe.statuses, probe.ended)
+                        after = {"next_answer": str(probe.statuses[0]) if probe.statuses else probe.ended}
                     # one flat entry per cell: the judgement, then what came back (the exchange's own dict)
-                    results[case.id] = Answer.from_json({**judgement.to_json(), **answer.to_json()},
+                    results[case.id] = Answer.from_json({**judgement.to_json(), **answer.to_json(), **after},
                                                         f"{subject.name}: {case.id}")
                     progress(subject.name, case.id)
                     if not server.alive():
@@ -192,7 +202,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
         title="HTTP/1.1 conformance",
         mode="quick" if quick else "full",
         command=["python", "scripts/bench.py", *sys.argv[1:]] if sys.argv[1:2] == ["conformance"] else sys.argv,
-        settings=settings.to_record(jobs_run),
+        settings=settings.to_record(jobs_run, PROXY_TEMPLATE),
         groups=[group.to_record() for group in corpus.groups],
         cases=[case.to_record() for case in cases],
         environment=environment,

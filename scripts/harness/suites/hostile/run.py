@@ -36,7 +36,7 @@ from harness.model.records import record_path, write_record_atomic
 from harness.model.records.hostile_record import CaseResult, ConnectionsHeld, DesignResult, HostileRecord, Probe
 from harness.model.suite_settings import HostileSettings
 from harness.suites.hostile.cases import CASE_KINDS, Case, Suite, Target, Variant, load_suite
-from harness.suites.subjects import PROXIED_SUFFIX, Server, Subject, launched, tool_versions
+from harness.suites.subjects import PROXIED_SUFFIX, PROXY_TEMPLATE, Server, Subject, launched, tool_versions
 from harness.system import launcher, processes
 from harness.system.connections import peak_connections
 from harness.system.environment import describe_machine, utc_now
@@ -276,6 +276,7 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
         started_utc=started,
         finished_utc=utc_now(),
         designs=designs,
+        proxy=PROXY_TEMPLATE,
     )
     complete = not quick and design_names is None and case_selectors is None
     path = record_path(RECORD_NAME, not complete, out_dir)
