@@ -124,6 +124,29 @@ def test_the_weight_budget_fails_an_over_weight_page(tmp_path: Path) -> None:
     assert weights["bulky/index.html"].over_budget()[0].endswith("KB of HTML > 400 KB")
 
 
+READING_PATHS = ("start-here.md", "deploy-tomorrow.md")
+NUMBERED_LINK = re.compile(r"^\d+\. \[[^\]]+\]\((?P<page>[^)#]+\.md)\)", re.M)
+
+
+@pytest.mark.parametrize("start", READING_PATHS)
+def test_a_reading_path_has_at_most_six_pages_each_ending_with_the_next(start: str) -> None:
+    """Issue 35: a route for a reader with an hour and one for a reader deploying tomorrow, in the nav; every page on
+    it ends with a 'Next step' that links the next page of the route (the last, a way on)."""
+    docs = REPO_ROOT / "docs"
+    route = NUMBERED_LINK.findall((docs / start).read_text(encoding="utf-8"))
+    assert 2 <= len(route) <= 6 and all((docs / page).is_file() for page in route), route
+    assert f": {start}" in (REPO_ROOT / "mkdocs.yml").read_text(encoding="utf-8"), f"{start} is not in the nav"
+    for index, page in enumerate(route):
+        text = (docs / page).read_text(encoding="utf-8")
+        assert "\n## Next step\n" in text, f"{page} does not end with its next step"
+        last = text.split("\n## Next step\n")[-1]
+        assert "\n## " not in last, f"{page}: 'Next step' is not the last section"
+        target = route[index + 1] if index + 1 < len(route) else None
+        linked = {(docs / page).parent.joinpath(link).resolve() for link in re.findall(r"\]\(([^)#]+\.md)", last)}
+        wanted = docs / target if target else None
+        assert (wanted.resolve() in linked) if wanted else any(path.name in READING_PATHS for path in linked), page
+
+
 SNIPPETS = sorted((REPO_ROOT / "snippets").glob("*.py"))
 
 
