@@ -54,7 +54,7 @@
     }
     return {model: model, workers: workers, threads: threads, pool_per_worker: pool, pool_total: workers * pool,
             in_flight_per_worker: inFlight, admission_per_worker: admission,
-            capacity_rps: isFinite(capacity) ? round(capacity, 1) : null};
+            capacity_rps: isFinite(capacity) ? capacity : null};
   }
 
   function database(i, c, poolTotal) {
@@ -83,10 +83,10 @@
       models[model].database = database(i, c, models[model].pool_total);
     });
     var own = i.cpu_ms + i.wait_ms;
-    return {inputs: i, usable_cpus: usableCpus(i.cores, i.quota), cpu_needed: round(cpuNeeded, 3),
+    return {inputs: i, usable_cpus: usableCpus(i.cores, i.quota), cpu_needed: cpuNeeded,
             cpu_capacity: capacity, cpu_fits: cpuNeeded <= capacity,
             beyond_measured: usableCpus(i.cores, i.quota) > c.measured_cpus,
-            latency_ms: {expected: round(own, 3), bound: round(own * c.admission_factor, 3)},
+            latency_ms: {expected: own, bound: own * c.admission_factor},
             timeouts: timeouts(i, c), models: models};
   }
 
@@ -158,9 +158,9 @@
 
   function render(out, r) {
     var t = r.models.threads, e = r.models["event-loop"], times = r.timeouts;
-    var cpu = r.cpu_fits ? "fits: " + r.cpu_needed + " of " + r.cpu_capacity + " CPUs"
-      : "does NOT fit: this rate needs " + r.cpu_needed + " CPUs of work, the box gives " + r.cpu_capacity;
-    var html = "<table class=\"recipe-result\"><tbody>" +
+    var cpu = r.cpu_fits ? "fits: " + round(r.cpu_needed, 2) + " of " + r.cpu_capacity + " CPUs"
+      : "does NOT fit: this rate needs " + round(r.cpu_needed, 2) + " CPUs of work, the box gives " + r.cpu_capacity;
+    var html = "<table><tbody>" +
       row("CPU work (rate × CPU × headroom)", cpu) +
       row("usable CPUs", r.usable_cpus + (r.beyond_measured ? " (more than two: the rules extrapolated, not measured here)" : "")) +
       row("Gunicorn gthread", t.workers + " workers × " + t.threads + " threads; pool " + t.pool_per_worker +
@@ -173,8 +173,8 @@
           " available: " + VERDICTS[e.database.verdict]) +
       row("timeouts", "server keep-alive " + times.server_keepalive_s + " s (proxy's " + times.proxy_keepalive_s +
           " s); graceful " + times.graceful_s + " s; proxy read " + times.proxy_read_timeout_s + " s") +
-      row("latency", "about " + r.latency_ms.expected + " ms while sized; at most " + r.latency_ms.bound +
-          " ms for what an event loop admits past it") +
+      row("latency", "about " + round(r.latency_ms.expected, 1) + " ms while sized; p99 under " + round(r.latency_ms.bound, 1) +
+          " ms") +
       "</tbody></table>" +
       "<p><strong>gunicorn.conf.py</strong></p><pre><code>" + escapeHtml(gunicornConf(r)) + "</code></pre>" +
       "<p><strong>uvicorn</strong></p><pre><code>" + escapeHtml(uvicornCommand(r)) + "</code></pre>" +

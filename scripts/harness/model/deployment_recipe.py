@@ -158,7 +158,7 @@ def plan(inputs: RecipeInputs, model: str) -> dict[str, Any]:
         raise RecipeInputError(f"model must be 'threads' or 'event-loop', not {model!r}")
     return {"model": model, "workers": workers, "threads": threads, "pool_per_worker": pool,
             "pool_total": workers * pool, "in_flight_per_worker": in_flight, "admission_per_worker": admission,
-            "capacity_rps": round(capacity, 1) if math.isfinite(capacity) else None}
+            "capacity_rps": capacity if math.isfinite(capacity) else None}
 
 
 def database(inputs: RecipeInputs, pool_total: int) -> dict[str, Any]:
@@ -182,7 +182,8 @@ def timeouts(inputs: RecipeInputs) -> dict[str, int]:
 
 
 def recipe(inputs: RecipeInputs) -> dict[str, Any]:
-    """Everything the page and the calculator show for these inputs (plain JSON values)."""
+    """Everything the page and the calculator show for these inputs (plain JSON values, unrounded: rounding is the
+    display's, so Python and JavaScript compute the same floats in the same order and agree exactly)."""
     inputs.check()
     cpu_needed = inputs.rate * inputs.cpu_ms / 1000 * CONSTANTS["headroom"]
     capacity = cpu_capacity(inputs.cores, inputs.quota)
@@ -191,10 +192,9 @@ def recipe(inputs: RecipeInputs) -> dict[str, Any]:
         counts["database"] = database(inputs, counts["pool_total"])
     own_ms = inputs.cpu_ms + inputs.wait_ms
     return {"inputs": asdict(inputs), "usable_cpus": usable_cpus(inputs.cores, inputs.quota),
-            "cpu_needed": round(cpu_needed, 3), "cpu_capacity": capacity, "cpu_fits": cpu_needed <= capacity,
+            "cpu_needed": cpu_needed, "cpu_capacity": capacity, "cpu_fits": cpu_needed <= capacity,
             "beyond_measured": usable_cpus(inputs.cores, inputs.quota) > CONSTANTS["measured_cpus"],
-            "latency_ms": {"expected": round(own_ms, 3),
-                           "bound": round(own_ms * CONSTANTS["admission_factor"], 3)},
+            "latency_ms": {"expected": own_ms, "bound": own_ms * CONSTANTS["admission_factor"]},
             "timeouts": timeouts(inputs), "models": models}
 
 

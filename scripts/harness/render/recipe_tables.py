@@ -63,8 +63,8 @@ def inputs_line(inputs: RecipeInputs) -> str:
 
 def answer_rows(result: dict[str, Any]) -> list[str]:
     threads, loop, times = result["models"]["threads"], result["models"]["event-loop"], result["timeouts"]
-    cpu = (f"{result['cpu_needed']:g} of {result['cpu_capacity']:g} CPUs" if result["cpu_fits"] else
-           f"**does not fit**: {result['cpu_needed']:g} CPUs of work, {result['cpu_capacity']:g} to give")
+    cpu = (f"{result['cpu_needed']:.2f} of {result['cpu_capacity']:g} CPUs" if result["cpu_fits"] else
+           f"**does not fit**: {result['cpu_needed']:.2f} CPUs of work, {result['cpu_capacity']:g} to give")
     usable = f"{result['usable_cpus']}" + (" (past two CPUs: not measured here)" if result["beyond_measured"] else "")
     return [f"| CPU work × headroom | {cpu} |", f"| usable CPUs | {usable} |",
             f"| Gunicorn gthread | {threads['workers']} workers × {threads['threads']} threads; pool "
