@@ -41,6 +41,9 @@ from harness.render.conformance_tables import (
 )
 from harness.render.grid import Column, grid_table, legend_mark, mark_cell, not_run_cell
 
+# Every case, its bytes and what the RFC asks, is a reference page of its own (the grid's columns link there): with
+# the grid on one page it passed the 5,000-word budget once the corpus grew (issue 35).
+CASES_PAGE = "/reference/conformance-cases.md"
 # A set of answers shared by this many designs or more behind nginx is labelled by count, the others by name.
 NAMED_UP_TO = 4
 
@@ -72,7 +75,7 @@ def group_grids(record: ConformanceRecord, behind_nginx: bool) -> str:
     for group, cases in grouped_cases(record):
         if not cases:  # a run of chosen cases (--case) leaves some groups empty
             continue
-        columns = [Column(str(numbers[case.id]), f"#{case_anchor(case)}", case.short) for case in cases]
+        columns = [Column(str(numbers[case.id]), f"{CASES_PAGE}#{case_anchor(case)}", case.short) for case in cases]
         rows = _merged_rows(cases, numbers, designs)  # forty near-identical rows read as one
         out.append(f"**{group.title}** (cases {numbers[cases[0].id]}–{numbers[cases[-1].id]})\n")
         out.append(grid_table(columns, rows))
@@ -112,7 +115,7 @@ def legend() -> str:
     marks = "\n".join(f"- {legend_mark(COLOURS[verdict_of[symbol]], symbol)} **{verdict_of[symbol]}**: {meaning}"
                       for symbol, meaning in LEGEND.items())
     codes = "\n".join(f"    - `{code}`: {meaning}" for code, meaning in CODES.items())
-    return (f"{marks}\n\nThe column numbers are the cases' numbers in [the list of every case](#every-case); point "
+    return (f"{marks}\n\nThe column numbers are the cases' numbers in [the list of every case]({CASES_PAGE}); point "
             "at a cell for the case's name and what the design answered.\n\n"
             f'??? info "What the answers in a cell\'s tooltip and in the text matrix mean"\n\n{codes}\n')
 
