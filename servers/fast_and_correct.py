@@ -20,10 +20,10 @@ Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/   or   ab -k -n 1000 -c 10 http:/
 
 Theory of operation: common_request(data) decides whether the fast path may
 answer a segment, and it may answer less than the parser would, never decide
-otherwise: a precompiled pattern takes the commonest head (an HTTP/1.1 GET whose
-one header is Host), byte-identical heads the full parser already found common
-are remembered, and a new head is given to the full parser once. A head longer
-than MAX_COMMON_HEAD_BYTES, a segment holding part of a head or more than one, a
+otherwise: a precompiled pattern takes the common heads (an HTTP/1.1 GET with one
+valid Host and no header that changes the framing: browsers', curl's, proxies'),
+heads the full parser found common are remembered, and another new head is given
+to the parser once. A head over MAX_COMMON_HEAD_BYTES, a segment with part of a head or more than one, a
 refused head, and any request that is not common go the long way, where the
 parser answers exactly as in hardened_event_loop.py. tests/test_fast_and_correct.py
 holds the fast path to the parser, table by table.
@@ -74,6 +74,7 @@ BODY = b"""<!doctype html>
   <body><h1>Hello from a Python server</h1></body>
 </html>
 """
+FORM_RECEIVED = b"form received\n"  # POST /form: the answer once the body is read
 BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (to test slow readers)
 # No POLL_INTERVAL: the loop's signal handler wakes it, nothing needs polling.
 
@@ -193,8 +194,13 @@ class HttpConnection(asyncio.Protocol):
             self.reading_paused = False
 
     def queue_answer(self, request: "Request", keep_alive: bool) -> None:
-        """The answer's bytes, queued: 405 to anything but GET, 1 MiB at /big, the page elsewhere."""
-        if request.method != "GET":
+        """The answer's bytes, queued: 200 to a POST to /form (its body read), 405 to anything else but GET, 1 MiB at
+        /big, the page elsewhere."""
+        if request.method == "POST" and request.path == "/form":
+            body = FORM_RECEIVED  # answered once in a while, so built each time
+            self.outgoing.append(response_head(200, "text/plain; charset=utf-8", len(body), keep_alive, request.version)
+                                 + body)
+        elif request.method != "GET":
             self.outgoing.append(cached_response(405, keep_alive, request.version))
         elif request.path == "/big":
             self.outgoing.append(cached_response(200, keep_alive, request.version, big=True))  # the head alone
@@ -620,14 +626,27 @@ def parse_header_line(line: bytes) -> tuple[bytes, bytes]:
 
 
 # --8<-- [start:common]
-# The common case in one pattern: an HTTP/1.1 GET of the page (any path but /big) whose one header is Host.
-# Every head it matches, the full parser accepts with the same meaning (keep-alive, no body), and a test holds
+# The common case in one pattern: an HTTP/1.1 GET of the page (any path but /big) with one valid Host and any
+# other headers but those that change the framing or the answer (Content-Length, Transfer-Encoding, Expect;
+# Connection, unless it says only keep-alive), each line checked as the parser checks it. So browsers', curl's,
+# health checks' and proxies' heads take it, each unique. Every head it matches (within MAX_COMMON_HEAD_BYTES
+# and MAX_HEADER_LINES) the full parser accepts with the same meaning (keep-alive, no body), and a test holds
 # the two to it; every other head goes to the parser.
-COMMON_HEAD = re.compile(rb"GET /(?!big[? ])[\x21-\x7e]* HTTP/1\.1\r\n[Hh][Oo][Ss][Tt]:[\t ]*"
-                         rb"(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(?::[0-9]*)?[\t ]*\r\n\r\n")
+NAME_AND_VALUE = rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*\r\n"  # HEADER_LINE's, with its CRLF
+# Three alternatives that never match the same line, so a head the pattern refuses costs one pass, not 2**lines.
+OTHER_HEADER = (rb"(?![CcEeHhTt])" + NAME_AND_VALUE  # most names: no initial that could start the five below
+                + rb"|(?=[CcEeHhTt])(?!(?i:host|content-length|transfer-encoding|expect|connection):)" + NAME_AND_VALUE
+                + rb"|(?i:connection:)[\t ]*(?i:keep-alive)[\t ]*\r\n")  # what HTTP/1.1 does anyway
+COMMON_HEAD = re.compile(rb"GET /(?!big[? ])[\x21-\x7e]* HTTP/1\.1\r\n(?:" + OTHER_HEADER + rb")*"
+                         rb"(?i:host:)[\t ]*(?:" + HOST_VALUE.pattern + rb")[\t ]*\r\n(?:" + OTHER_HEADER + rb")*\r\n")
 remembered_heads: dict[bytes, str] = {}  # a whole head the full parser found common -> its HTTP version
 MAX_REMEMBERED_HEADS = 1024  # a cap, so clients sending ever new heads cannot make it grow without end
-MAX_COMMON_HEAD_BYTES = 1024  # longer heads go the long way, whose limits (414, 431) start far above this
+MAX_COMMON_HEAD_BYTES = 8 * 1024  # longer heads go the long way: no line of a shorter one reaches 414 or 431
+
+
+def matches_common_head(data: bytes) -> bool:
+    """Whether the pattern takes `data`, within the parser's limits on lines (its length is checked before)."""
+    return COMMON_HEAD.fullmatch(data) is not None and data.count(b"\n") <= MAX_HEADER_LINES + 2  # + request line, end
 
 
 def common_request(data: bytes) -> str | None:
@@ -638,7 +657,7 @@ def common_request(data: bytes) -> str | None:
     """
     if len(data) > MAX_COMMON_HEAD_BYTES:
         return None  # the pattern has no length limit: the full parser's limits must apply
-    if COMMON_HEAD.fullmatch(data):
+    if matches_common_head(data):
         return "1.1"
     version = remembered_heads.get(data)
     if version is not None or data.find(b"\r\n\r\n") != len(data) - 4:

@@ -18,6 +18,8 @@ import socket
 import time
 
 import pytest
+from harness.clients import production_heads
+from harness.clients.production_heads import ProductionHeads
 from harness.model.paths import REPO_ROOT
 from test_hardened import INVALID, VALID, closed_by_server, hardened_server, read_until_close, statuses
 
@@ -74,7 +76,21 @@ HEADS: dict[str, tuple[bytes, object, str | None]] = {
     "absolute form": (b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", PAGE_1_1, "1.1"),
     "an empty line first (RFC 9112 sec. 2.2)": (b"\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", PAGE_1_1, "1.1"),
     "Content-Length: 0": (b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", PAGE_1_1, "1.1"),
+    "Connection: keep-alive in HTTP/1.1": (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive \r\n\r\n", PAGE_1_1,
+                                           "1.1"),
+    "headers before and after Host": (b"GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: a\r\nCookie: s=1; t=\xc3\xa9\r\n\r\n",
+                                      PAGE_1_1, "1.1"),
+    "names that begin like Host, Expect or Connection": (
+        b"GET / HTTP/1.1\r\nHost: a\r\nHostname: b\r\nExpect-CT: c\r\nConnections: d\r\nTE: e\r\n\r\n", PAGE_1_1, "1.1"),
+    "Connection: keep-alive, Upgrade (the parser's to judge)": (
+        b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n\r\n", PAGE_1_1, "1.1"),
+    "a 100-line head": (b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X: a\r\n" * 99 + b"\r\n", PAGE_1_1, "1.1"),
+    "a 7 KiB cookie": (b"GET / HTTP/1.1\r\nHost: a\r\nCookie: " + b"c" * 7000 + b"\r\n\r\n", PAGE_1_1, "1.1"),
     # Valid heads that go the long way.
+    "Connection: close after other headers": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nconnection: Close\r\n\r\n",
+                                              ("GET", "/", "1.1", False, False, True), None),
+    "Connection: keep-alive, close": (b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nConnection: close\r\n"
+                                      b"\r\n", ("GET", "/", "1.1", False, False, True), None),
     "/big (1 MiB, written as the client reads)": (b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n",
                                                   ("GET", "/big", "1.1", True, False, True), None),
     "/big?x": (b"GET /big?x HTTP/1.1\r\nHost: a\r\n\r\n", ("GET", "/big", "1.1", True, False, True), None),
@@ -95,6 +111,19 @@ HEADS: dict[str, tuple[bytes, object, str | None]] = {
     "no Host in HTTP/1.1": (b"GET / HTTP/1.1\r\n\r\n", 400, None),
     "two Host headers": (b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, None),
     "two Host headers, cases differ": (b"GET / HTTP/1.1\r\nHost: a\r\nhOST: b\r\n\r\n", 400, None),
+    "two Host headers, far apart": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-Id: 1\r\nHOST: a\r\n\r\n", 400, None),
+    "a Host with a path, among other headers": (b"GET / HTTP/1.1\r\nAccept: */*\r\nHost: a/b\r\nX: y\r\n\r\n", 400, None),
+    "a Host with userinfo": (b"GET / HTTP/1.1\r\nHost: user@a\r\nAccept: */*\r\n\r\n", 400, None),
+    "a Transfer-Encoding among many headers": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nTransfer-encoding: chunked\r\n"
+                                               b"X: y\r\n\r\n", ("GET", "/", "1.1", True, False, False), None),
+    "a bad Content-Length among many headers": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\ncontent-length: 1 \r\n"
+                                                b"Content-Length: 2\r\n\r\n", 400, None),
+    "a control byte in a cookie": (b"GET / HTTP/1.1\r\nHost: a\r\nCookie: s=1\x01\r\n\r\n", 400, None),
+    "a bare LF inside a later header": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: a\nb\r\n\r\n", 400, None),
+    "a bare CR inside a later header": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: a\rb\r\n\r\n", 400, None),
+    "obs-fold after a later header": (b"GET / HTTP/1.1\r\nHost: a\r\nAccept: a\r\n b\r\n\r\n", 400, None),
+    "Expect among many headers, no body (the parser's to judge)": (
+        b"GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nexpect: 100-continue\r\n\r\n", PAGE_1_1, "1.1"),
     # Content-Length (RFC 9112 sec. 6.3).
     "a negative Content-Length": (b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400, None),
     "a non-numeric Content-Length": (b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400, None),
@@ -175,7 +204,7 @@ def test_the_fast_path_answers_exactly_the_common_requests(case: str) -> None:
 @pytest.mark.parametrize("case", list(HEADS))
 def test_the_pattern_matches_only_what_the_parser_takes_as_a_common_http_1_1_request(case: str) -> None:
     raw = HEADS[case][0]
-    if design.COMMON_HEAD.fullmatch(raw) and len(raw) <= design.MAX_COMMON_HEAD_BYTES:
+    if design.matches_common_head(raw) and len(raw) <= design.MAX_COMMON_HEAD_BYTES:
         assert common_by_the_parser(raw) == "1.1"
 
 
@@ -203,6 +232,26 @@ def mutations(raw: bytes, count: int, seed: int) -> list[bytes]:
 @pytest.mark.parametrize("head", [WRK, HEY, AB_K], ids=["wrk", "hey", "ab-k"])
 def test_one_byte_changed_the_fast_path_still_agrees_with_the_parser(head: bytes) -> None:
     for mutated in mutations(head, 3000, seed=22):
+        assert design.common_request(mutated) == common_by_the_parser(mutated), mutated
+
+
+PRODUCTION = ProductionHeads("127.0.0.1:8000")
+PRODUCTION_SHAPES = {name: PRODUCTION.head(number) for number, (name, _) in enumerate(production_heads.templates())}
+
+
+@pytest.mark.parametrize("name", list(PRODUCTION_SHAPES))
+def test_every_production_shaped_head_takes_the_pattern_and_the_parser_agrees(name: str) -> None:
+    """The heads of the peak-production-heads scenario are answered at once without the parser, each unique."""
+    raw = PRODUCTION_SHAPES[name]
+    assert design.matches_common_head(raw) and common_by_the_parser(raw) == "1.1"
+    assert design.common_request(raw) == "1.1" and not design.remembered_heads  # the pattern, not the parser
+
+
+@pytest.mark.parametrize("name", list(PRODUCTION_SHAPES))
+def test_one_byte_changed_in_a_production_head_the_pattern_still_agrees_with_the_parser(name: str) -> None:
+    for mutated in mutations(PRODUCTION_SHAPES[name], 1500, seed=32):
+        if design.matches_common_head(mutated):
+            assert common_by_the_parser(mutated) == "1.1", mutated
         assert design.common_request(mutated) == common_by_the_parser(mutated), mutated
 
 
@@ -290,3 +339,11 @@ def test_the_running_server_passes_every_conformance_case(tmp_path) -> None:
     (answers,) = [entry.cases for entry in record.designs if entry.name == "fast-and-correct"]
     assert len(answers) >= 60
     assert conformance_failures((case_id, answer.to_json()) for case_id, answer in answers.items()) == []
+
+
+def test_a_head_the_pattern_refuses_at_its_end_costs_one_pass_not_one_per_way_of_reading_it() -> None:
+    """Alternatives that could match the same line would make a refused 100-line head take 2**100 tries."""
+    refused = b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X-Id: 1\r\n" * 40 + b"Cache: 1\r\n" * 40 + b"\r\n\x00"
+    began = time.monotonic()
+    assert design.COMMON_HEAD.fullmatch(refused) is None
+    assert time.monotonic() - began < 0.5  # a few microseconds alone; generous beside a busy CPU

@@ -180,8 +180,8 @@ def test_the_steps_table_flags_spread_and_rows_near_the_tools_ceiling() -> None:
     table = steps_table()
     assert "| step 0 | the hardened design | **35,000** (30,000–40,000) ⚠ spread 29% | 33.3 | 35% |" in table
     # The ceiling row (uvloop, 90,000) was outrun: the tool's ceiling is the fastest row's rate, and no share tops 100%.
-    assert "| step 6 | parsed heads remembered | **100,000** (99,000–101,000) ⚠ tool-bound (100%) | 8.0 | 100% |" in table
-    assert "| reference | uvloop | **90,000** (90,000–90,000) ⚠ tool-bound (90%) | 10.0 | 90% |" in table
+    assert "| step 6 | parsed heads remembered | **100,000** (99,000–101,000) ⚠ tool-bound (100% of ceiling) | 8.0 | 100% |" in table
+    assert "| reference | uvloop | **90,000** (90,000–90,000) ⚠ tool-bound (90% of ceiling) | 10.0 | 90% |" in table
     assert "the highest median wrk reached in this run, the step-6 row's (parsed heads remembered, 100,000 req/s)" in table
     assert "measured beside uvloop-protocol-keep-alive, the design the `peak` scenario" in table
 
@@ -206,11 +206,14 @@ def test_the_registry_renders_the_chains_table_for_the_page_from_a_record(tmp_pa
                               figures=[])
     assert site.fast_and_correct_steps_files in site.RENDERERS
     files = site.fast_and_correct_steps_files(inputs)
-    assert list(files) == [tmp_path / "generated" / "fast-and-correct-steps.md"]
+    production = tmp_path / "generated" / "fast-and-correct-steps-production-heads.md"
+    assert list(files) == [tmp_path / "generated" / "fast-and-correct-steps.md", production]
     assert "results/fast-and-correct/steps.json" in files[tmp_path / "generated" / "fast-and-correct-steps.md"]
     assert "| step 6 | parsed heads remembered |" in files[tmp_path / "generated" / "fast-and-correct-steps.md"]
+    assert "Not measured yet" in files[production] and "--request-heads production" in files[production]
     page = (REPO_ROOT / "docs" / "designs" / "fast-and-correct.md").read_text(encoding="utf-8")
     assert '--8<-- "docs/_generated/fast-and-correct-steps.md"' in page
+    assert '--8<-- "docs/_generated/fast-and-correct-steps-production-heads.md"' in page
 
 
 def test_an_unknown_chain_exits_2_before_measuring() -> None:

@@ -101,7 +101,8 @@ def test_the_table_shows_both_measurements_their_difference_and_flags_one_past_t
 def test_rendering_writes_both_pages_and_says_not_measured_before_a_record(tmp_path: Path) -> None:
     results, generated = tmp_path / "results", tmp_path / "generated"
     before = instructions_tables.instructions_files(results, generated, {}, HEADER)
-    assert sorted(path.name for path in before) == ["instructions-python-versions.md", "instructions.md"]
+    assert sorted(path.name for path in before) == ["instructions-fast-and-correct.md", "instructions-python-versions.md",
+                                                   "instructions.md"]
     assert all("Not measured yet" in text for text in before.values())
     (results / "instructions").mkdir(parents=True)
     (results / instruction_counts.RECORD).write_text(json.dumps(fixture_record()), encoding="utf-8")
@@ -134,3 +135,20 @@ def test_a_real_count_under_callgrind_is_positive_and_plausible(tmp_path: Path) 
 
 
 SMALL_DESIGN = "asyncio-protocol-keep-alive"  # stdlib only: the plain row of the suite itself
+
+
+def test_the_fast_and_correct_table_puts_both_request_heads_side_by_side_against_nginx() -> None:
+    record = fixture_record()
+
+    def chain_row(name: str, step: int | None, heads: str | None, value: float, design: str) -> dict[str, Any]:
+        return {"name": name, "title": name, "group": "fast-and-correct", "design_name": design, "step": step,
+                "file": "servers/x.py", "python": None, "python_version": "3.11.7", "problems": [],
+                "measurements": [measurement(1, 2, value), measurement(1, 2, value)], "request_heads": heads}
+    record["rows"] += [chain_row("common", 7, None, 20_000, "fast-and-correct"),
+                       chain_row("common", 7, "production", 60_000, "fast-and-correct"),
+                       chain_row("NGINX", None, None, 10_000, "nginx-keep-alive"),
+                       chain_row("NGINX", None, "production", 15_000, "nginx-keep-alive")]
+    table = instructions_tables.chain_table(InstructionsRecord.from_json(record, "fixture"))
+    assert "| step 7 | common | **20,000** | 2.0× | **60,000** | 4.0× |" in table
+    assert "| reference | NGINX | **10,000** | 1.0× | **15,000** | 1.0× |" in table
+    assert table.index("step 7") < table.index("reference")

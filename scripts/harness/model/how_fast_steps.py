@@ -42,6 +42,12 @@ class Chain:
         return [Step(0, self.first_step_name, None)] + [
             Step(index, path.stem.split("-", 1)[1], path) for index, path in enumerate(patches, start=1)]
 
+    def record_for(self, request_heads: str | None = None) -> Path:
+        """The record of a run with these request heads (None: wrk's one-header GET; "production": the heads of
+        clients/tools/production_heads.txt, each unique), under results/."""
+        return self.record if request_heads is None else self.record.with_name(
+            f"{self.record.stem}-{request_heads}-heads{self.record.suffix}")
+
     def step_source(self, step: Step, design_text: str | None = None, all_steps: list[Step] | None = None) -> str:
         """The server file of a step: the design with every later step's diff taken back out, last first."""
         text = self.design_file.read_text(encoding="utf-8") if design_text is None else design_text

@@ -75,6 +75,7 @@ TYPES: dict[str, Callable[[Any], bool]] = {
     "table of concurrency level -> seconds": lambda value: isinstance(value, dict) and all(
         key.isdigit() and _number(seconds) for key, seconds in value.items()),
     '"all"': lambda value: value == "all",
+    '"production"': lambda value: value == "production",
     "table of design name -> list of integers": lambda value: isinstance(value, dict) and all(
         isinstance(counts, list) and bool(counts) and all(map(_integer, counts)) for counts in value.values()),
     "table of design name -> list of strings": lambda value: isinstance(value, dict) and all(
@@ -93,6 +94,7 @@ PYTHON_TYPES: dict[str, Any] = {
     "number, or a list of numbers": float | list[float],
     "table of concurrency level -> seconds": dict[str, float],
     '"all"': str,
+    '"production"': str,
     "table of design name -> list of integers": dict[str, list[int]],
     "table of design name -> list of strings": dict[str, list[str]],
 }
@@ -164,6 +166,8 @@ class ScenarioSettings:
     path: str = _setting("string", HARNESS, "/")  # the URL path the tool asks for: "/db" picks a database query
     server_arguments: list[str] = _setting("list of strings", HARNESS, [])  # after every design's command
     header_statistic: str | None = _setting("string", TOOL)  # wrk: a response header's numbers (X-Pool-Wait-Us)
+    # wrk: "production" sends production-shaped heads, each unique (clients/tools/wrk_production_heads.lua)
+    request_heads: str | None = _setting('"production"', TOOL)
     rate: float | list[float] | None = _setting("number, or a list of numbers", TOOL)
     schedule_seconds: float | None = _setting("number", TOOL)
     timeline: bool | None = _setting("boolean", TOOL)
@@ -224,7 +228,7 @@ TOOL_READS: dict[str, frozenset[str]] = {  # load tool -> the settings it reads 
     # open loop at a fixed rate; never keeps a connection (-keepalive=false), as our own client
     "vegeta": frozenset({"concurrency", "time_limit", "rate", "schedule_seconds", "timeout"}),
     "wrk": frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth",
-                      "header_statistic"}),
+                      "header_statistic", "request_heads"}),
 }
 
 

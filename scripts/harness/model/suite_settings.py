@@ -73,6 +73,7 @@ class StepsSettings(Typed):
     relative_to: str | None = None
     ceiling: str | None = None
     ceiling_scenario: str | None = None  # None: a record made before its rows carried flags (render/cells.py)
+    request_heads: str | None = None  # None: wrk's one-header GET; "production": clients/tools/production_heads.txt
 
 
 class CountSettings(Typed):

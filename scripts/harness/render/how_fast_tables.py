@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.model import limits
-from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME, PROFILES_DIR, Chain
+from harness.model.how_fast_steps import FAST_AND_CORRECT, HOW_FAST, PROFILE_NAME, PROFILES_DIR, Chain
 from harness.model.records.common import Environment
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord, StepsRow
 from harness.model.stats import spread
@@ -108,8 +108,10 @@ def steps_table(record: StepsRecord) -> str:
         share = f"{summary['rps'] / reference:.0%}" if reference else "–"
         lines.append(f"| {label} | {row.title} | {rate} | {cpu} | {share} |")
     environment = record.environment
+    heads = ("every request a production-shaped head, each unique (the `peak-production-heads` scenario's), "
+             if settings.request_heads == "production" else "wrk's one-header GET, ")
     caption = (f"\nwrk, {settings.connections} keep-alive connections, {settings.seconds} s per run, "
-               f"{settings.repeat} runs per row in alternating order, hello-world page with no simulated call; "
+               f"{settings.repeat} runs per row in alternating order, {heads}hello-world page with no simulated call; "
                f"server on CPU {environment.pinning.server_cpu}, wrk on CPU {environment.pinning.load_tool_cpu}; "
                f"{environment.cpu_model}, Python {environment.python}, {', '.join(tool_versions(environment))}; "
                f"commit `{environment.commit[:10]}`{' (with uncommitted changes)' if environment.dirty else ''}, "
@@ -345,14 +347,26 @@ def load_profile(path: Path) -> ProfileRecord:
 
 
 def steps_files(chain: Chain, results_dir: Path, generated_dir: Path) -> dict[Path, str]:
-    """A chain's steps table, <chain>-steps.md, from its record (a 'not measured yet' line before there is one)."""
-    target = generated_dir / f"{chain.name}-steps.md"
-    steps_path = results_dir / chain.record
+    """A chain's steps tables: <chain>-steps.md, and for fast-and-correct <chain>-steps-production-heads.md too."""
+    files = steps_file(chain, results_dir, generated_dir)
+    if chain is FAST_AND_CORRECT:  # its page compares wrk's one-header GET with production-shaped heads
+        files |= steps_file(chain, results_dir, generated_dir, request_heads="production")
+    return files
+
+
+def steps_file(chain: Chain, results_dir: Path, generated_dir: Path,
+               request_heads: str | None = None) -> dict[Path, str]:
+    """One steps table, from its record (a 'not measured yet' line before there is one)."""
+    suffix = f"-{request_heads}-heads" if request_heads else ""
+    target = generated_dir / f"{chain.name}-steps{suffix}.md"
+    record = chain.record_for(request_heads)
+    steps_path = results_dir / record
     if steps_path.exists():
-        return {target: HEADER.format(source=f"results/{chain.record}") + steps_table(load_steps(steps_path))}
-    option = "" if chain is HOW_FAST else f" --chain {chain.name}"
+        return {target: HEADER.format(source=f"results/{record}") + steps_table(load_steps(steps_path))}
+    option = ("" if chain is HOW_FAST else f" --chain {chain.name}") + (
+        f" --request-heads {request_heads}" if request_heads else "")
     return {target: HEADER.format(source="results/") + (
-        f"*Not measured yet: `python scripts/bench.py how-fast steps{option}` writes `results/{chain.record}`.*\n")}
+        f"*Not measured yet: `python scripts/bench.py how-fast steps{option}` writes `results/{record}`.*\n")}
 
 
 def how_fast_files(results_dir: Path, generated_dir: Path, plots_dir: Path) -> dict[Path, str]:

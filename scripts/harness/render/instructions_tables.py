@@ -26,6 +26,7 @@ GROUPS = [  # (group, heading, what its first row is called in the "vs" column)
     ("versions", "Python versions", "3.11"),
 ]
 PAGE_GROUPS = {"instructions.md": ["steps", "hardened"], "instructions-python-versions.md": ["versions"]}
+CHAIN_PAGE = "instructions-fast-and-correct.md"  # the fast-and-correct group: both request heads side by side
 CPU_SCENARIO = "peak"  # wrk, 50 keep-alive connections, hello world: where plain and hardened have a CPU time
 
 
@@ -124,6 +125,54 @@ def load_instructions(path: Path) -> InstructionsRecord:
     return InstructionsRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
 
 
+def mean_count(row: CountRow | None) -> float | None:
+    """A row's mean over its measurements; None when it was not measured twice."""
+    values = measurements(row) if row is not None and not row.problems else []
+    return statistics.mean(values) if len(values) >= 2 else None
+
+
+def chain_table(record: InstructionsRecord) -> str:
+    """The fast-and-correct group: each step and nginx, instructions per request with wrk's head and with
+    production-shaped heads, and each against nginx's count for the same heads."""
+    rows = [row for row in record.rows if row.group == "fast-and-correct"]
+    if not rows:
+        return "*No fast-and-correct rows in the record yet: `python scripts/bench.py instructions` counts them.*\n"
+    by_key = {(row.step, row.design_name, row.request_heads): row for row in rows}
+    nginx_name = next((row.design_name for row in rows if row.step is None), None)
+    nginx = {heads: mean_count(by_key.get((None, nginx_name, heads))) for heads in (None, "production")}
+    lines = ["| | Server | wrk's one-header GET | vs nginx | production-shaped heads | vs nginx |",
+             "|---|---|---|---|---|---|"]
+    keys = sorted({(row.step, row.design_name, row.title) for row in rows},
+                  key=lambda key: (key[0] is None, key[0] or 0))
+    for step, design_name, title in keys:
+        cells = []
+        for heads in (None, "production"):
+            row = by_key.get((step, design_name, heads))
+            mean = mean_count(row)
+            if row is None:
+                cells += ["–", "–"]
+            elif mean is None:
+                cells += [f"not measured: {_cell('; '.join(row.problems) or 'fewer than two measurements')}", "–"]
+            else:
+                flag = "" if instruction_counts.agree(measurements(row), record.settings.agreement) else " ⚠ spread"
+                base = nginx[heads]
+                cells += [f"**{mean:,.0f}**{flag}", f"{mean / base:.1f}×" if base else "–"]
+        label = f"step {step}" if step is not None else "reference"
+        lines.append(f"| {label} | {title} | " + " | ".join(cells) + " |")
+    largest = largest_difference(rows)
+    low, high = record.settings.requests
+    return ("\n".join(lines) + "\n\n"
+            f"Instructions per request in user space (callgrind), each the mean of two measurements"
+            + (f" that differ by at most {largest:.2%}" if largest is not None else "")
+            + f": (total({high:,}) − total({low:,})) / {high - low:,} requests on one keep-alive connection, "
+            "one at a time. wrk's one-header GET is the same head every time; the production-shaped heads are "
+            "those of the `peak-production-heads` scenario (clients/tools/production_heads.txt), each unique. "
+            "nginx is its master and its one worker, counted together. The kernel's work is not counted. "
+            f"{record.valgrind}; commit `{record.environment.commit[:10]}`"
+            f"{' (with uncommitted changes)' if record.environment.dirty else ''}; "
+            f"{record.mode} run of {record.started_utc}.\n")
+
+
 def instructions_files(results_dir: Path, generated_dir: Path, records: dict[str, ScenarioRecord],
                        header: str) -> dict[Path, str]:
     """instructions.md (steps, hardened vs plain) and instructions-python-versions.md; "not measured yet" before."""
@@ -131,12 +180,14 @@ def instructions_files(results_dir: Path, generated_dir: Path, records: dict[str
     if not path.exists():
         note = ("*Not measured yet: `python scripts/bench.py instructions` writes "
                 f"`results/{instruction_counts.RECORD}`.*\n")
-        return {generated_dir / name: header.format(source="results/") + note for name in PAGE_GROUPS}
+        return {generated_dir / name: header.format(source="results/") + note for name in [*PAGE_GROUPS, CHAIN_PAGE]}
     record = load_instructions(path)
     cpu = cpu_microseconds(results_dir, records)
     source = header.format(source=f"results/{instruction_counts.RECORD}")
-    return {generated_dir / name: source + instructions_page(record, cpu, groups)
-            for name, groups in PAGE_GROUPS.items()}
+    files = {generated_dir / name: source + instructions_page(record, cpu, groups)
+             for name, groups in PAGE_GROUPS.items()}
+    files[generated_dir / CHAIN_PAGE] = source + chain_table(record)
+    return files
 
 
 def _cell(text: str) -> str:

@@ -66,6 +66,8 @@ DEFAULT_REFERENCES = {  # by chain: the `peak` scenario's rivals; fast and corre
     how_fast_steps.FAST_AND_CORRECT.name: ["nginx-keep-alive"],
 }
 CEILING_SCENARIO = "peak"  # the steps are measured as this scenario measures, so its tool ceiling is theirs
+# With production-shaped heads (--request-heads production), as this scenario measures: wrk's Lua builds every head.
+CEILING_SCENARIO_BY_HEADS = {None: CEILING_SCENARIO, "production": "peak-production-heads"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,7 +143,8 @@ def reference_rows(names: list[str], explicit: bool, work_dir: Path) -> list[Pla
     return rows
 
 
-def measure_row(row: PlannedRow, seconds: int, pinning: processes.CpuPinning, log_dir: Path) -> StepsRun:
+def measure_row(row: PlannedRow, seconds: int, pinning: processes.CpuPinning, log_dir: Path,
+                request_heads: str | None = None) -> StepsRun:
     """Start the row's server, check its answer, prime it, run wrk once, stop it; the run (its `error` says what
     went wrong)."""
     tool = require_tool("wrk")
@@ -155,7 +158,7 @@ def measure_row(row: PlannedRow, seconds: int, pinning: processes.CpuPinning, lo
         if problems:
             return failed_run("verification failed: " + "; ".join(problems))
         verify.prime(server.host, server.port)
-        settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True)
+        settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True, request_heads=request_heads)
         with GroupSampler(server.process.pid) as sampler:
             run = StepsRun.from_json(tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings,
                                               log_dir / "wrk", pinning.load), where)
@@ -210,7 +213,8 @@ def measure_steps(args: argparse.Namespace) -> Path:
             print(f"[{repetition + 1}/{repeat}] {row.name} ({row.title})", file=sys.stderr, flush=True)
             try:
                 run = measure_row(row, seconds, pinning,
-                                  launcher.LOG_DIR / chain.name / row.name / f"repetition-{repetition}")
+                                  launcher.LOG_DIR / chain.name / row.name / f"repetition-{repetition}",
+                                  args.request_heads)
             except processes.ServerStartError as error:
                 run = failed_run(f"server did not start: {error.args[0].splitlines()[0]}")
             if run.error:
@@ -224,13 +228,14 @@ def measure_steps(args: argparse.Namespace) -> Path:
         mode="quick" if args.quick else "full",
         settings=StepsSettings(connections=CONNECTIONS, seconds=seconds, repeat=repeat, relative_to=relative_to,
                                ceiling=ceiling_row if any(row.name == ceiling_row for row in rows) else None,
-                               ceiling_scenario=CEILING_SCENARIO),
+                               ceiling_scenario=CEILING_SCENARIO_BY_HEADS[args.request_heads],
+                               request_heads=args.request_heads),
         environment=environment,
         started_utc=started,
         finished_utc=utc_now(),
         rows=[row.row() for row in rows],
     )
-    path = results_root(args.quick) / chain.record
+    path = results_root(args.quick) / chain.record_for(args.request_heads)
     write_record_atomic(path, record)
     return path
 
@@ -417,6 +422,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     steps.add_argument("--quick", action="store_true", help="short runs, one repetition, into build/results/")
     steps.add_argument("--repeat", type=positive_integer, help="repetitions of every row")
     steps.add_argument("--seconds", type=positive_integer, help="seconds of wrk per run")
+    steps.add_argument("--request-heads", choices=["production"], default=None,
+                       help="every request a production-shaped head, each unique (wrk_production_heads.lua), into "
+                            "the chain's record with -production-heads in its name; default: wrk's one-header GET")
     steps.add_argument("--reference", action="append", help="a catalogue design to measure beside the steps "
                        "(default, by chain: " + "; ".join(f"{name}: {', '.join(names)}" for name, names
                                                           in DEFAULT_REFERENCES.items())

@@ -48,10 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.clients import probe
+from harness.clients.production_heads import ProductionHeads
 from harness.clients.tools import ToolMissingError
 from harness.model import instruction_counts
 from harness.model.catalogue import Catalogue, Design
-from harness.model.how_fast_steps import HOW_FAST, PROFILE_NAME
+from harness.model.how_fast_steps import FAST_AND_CORRECT, HOW_FAST, PROFILE_NAME
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.instructions_record import CountRow, CountRun, InstructionsRecord, Measurement
@@ -77,7 +78,10 @@ PLAIN_AND_HARDENED = ["asyncio-protocol-keep-alive", "hardened"]  # the same Pro
 VERSIONS_DESIGN = "asyncio-protocol-keep-alive"
 VERSIONS = ["3.11", "3.12", "3.13"]
 GROUPS = {"steps": "the how-fast steps (uvloop Protocol design)", "hardened": "hardened vs plain",
-          "versions": "Python versions"}
+          "versions": "Python versions",
+          "fast-and-correct": "the fast-and-correct steps and nginx, with wrk's head and with production-shaped heads"}
+NGINX = "nginx-keep-alive"  # beside the fast-and-correct steps: its master and its worker, counted together
+REQUEST_HEADS = (None, "production")  # wrk's one-header GET; clients/production_heads.py's heads, each unique
 READY_TIMEOUT_SECONDS = 180.0  # python + uvloop imported under valgrind: tens of seconds on a 2-CPU VM
 STOP_GRACE_SECONDS = 120.0  # shutdown under valgrind, then callgrind writes its file; SIGKILL would lose it
 EXCHANGE_TIMEOUT_SECONDS = 900.0
@@ -146,18 +150,22 @@ def answers_problems(answers: list[bytes], expected: int) -> list[str]:
 
 
 def count_run(design: Design, requests: int, python: str | None, cpu: str | None, log_dir: Path,
-              valgrind: str) -> CountRun:
-    """Start the design under callgrind, send `requests` GET / on one keep-alive connection, stop it, read its total."""
+              valgrind: str, request_heads: str | None = None) -> CountRun:
+    """Start the design under callgrind, send `requests` GET / on one keep-alive connection, stop it, read its total
+    (the sum over its processes: nginx forks a worker, which callgrind follows into a file of its own)."""
     for old in log_dir.glob("callgrind.out.*"):
         old.unlink()  # a file left by an earlier run must not be read as this one's
     port = processes.free_port()
     with launcher.running_design(design, port, 0.0, log_dir, cpu=cpu, python=python,
                                  wrapper=valgrind_wrapper(valgrind, log_dir), ready_timeout=READY_TIMEOUT_SECONDS,
                                  stop_grace=STOP_GRACE_SECONDS) as server:
-        request = probe.keep_alive_request(server.host, server.port, "HTTP/1.1")
+        if request_heads == "production":  # each head unique, the templates in turn (clients/production_heads.py)
+            heads = ProductionHeads(f"{server.host}:{server.port}")
+            sent = [heads.head(number) for number in range(requests)]
+        else:
+            sent = [probe.keep_alive_request(server.host, server.port, "HTTP/1.1")] * requests
         began = time.monotonic()
-        answers = probe.exchange_on_one_connection(server.host, server.port, [request] * requests,
-                                                   timeout=EXCHANGE_TIMEOUT_SECONDS)
+        answers = probe.exchange_on_one_connection(server.host, server.port, sent, timeout=EXCHANGE_TIMEOUT_SECONDS)
         seconds = time.monotonic() - began
         command = server.command
     problems = answers_problems(answers, requests)
@@ -165,10 +173,11 @@ def count_run(design: Design, requests: int, python: str | None, cpu: str | None
         problems.append(f"server exited with code {server.exit_code} after {design.stop_signal.name} (expected 0)")
     outputs = sorted(log_dir.glob("callgrind.out.*"))
     instructions = None
-    if len(outputs) != 1:
-        problems.append(f"expected one callgrind output file in {log_dir}, found {len(outputs)}")
-    else:
-        instructions = instructions_total(outputs[0].read_text(encoding="utf-8", errors="replace"))
+    if not outputs:
+        problems.append(f"no callgrind output file in {log_dir}")
+    else:  # one per process: a Python design's one, or nginx's master and worker
+        instructions = sum(instructions_total(output.read_text(encoding="utf-8", errors="replace"))
+                           for output in outputs)
     return CountRun(requests=requests, exchange_seconds=round(seconds, 2), server_exit_code=server.exit_code,
                     command=command, instructions=instructions, error="; ".join(problems) or None)
 
@@ -189,11 +198,13 @@ class PlannedRow:
     measurements: list[Measurement] = dataclasses.field(default_factory=list)
     problems: list[str] = dataclasses.field(default_factory=list)
     python_version: str | None = None
+    request_heads: str | None = None  # a value of REQUEST_HEADS
 
     def row(self) -> CountRow:
         return CountRow(name=self.name, title=self.title, group=self.group, design_name=self.design_name,
                         step=self.step, file=self.file, python=self.python, measurements=self.measurements,
-                        problems=self.problems, python_version=self.python_version)
+                        problems=self.problems, python_version=self.python_version,
+                        request_heads=self.request_heads)
 
 
 def measure_row(row: PlannedRow, requests: tuple[int, int], measurements: int, cpu: str | None,
@@ -207,7 +218,7 @@ def measure_row(row: PlannedRow, requests: tuple[int, int], measurements: int, c
                   file=sys.stderr, flush=True)
             log_dir = launcher.LOG_DIR / "instructions" / row.name / f"measurement-{measurement}-{count}"
             try:
-                run = count_run(row.design, count, row.python, cpu, log_dir, valgrind)
+                run = count_run(row.design, count, row.python, cpu, log_dir, valgrind, row.request_heads)
             except (processes.ServerStartError, probe.ClosedEarlyError, OSError, ValueError) as error:
                 run = CountRun(requests=count, error=f"{type(error).__name__}: {str(error).splitlines()[0]}")
             runs.append(run)
@@ -220,7 +231,8 @@ def measure_row(row: PlannedRow, requests: tuple[int, int], measurements: int, c
 
 
 def plan_rows(catalogue: Catalogue) -> list[PlannedRow]:
-    """Every row: the how-fast steps, plain and hardened, and the versions design on each CPython."""
+    """Every row: the how-fast steps, plain and hardened, the versions design on each CPython, and the
+    fast-and-correct steps and nginx with both request heads."""
     work_dir = how_fast.work_dir_for(HOW_FAST)
     work_dir.mkdir(parents=True, exist_ok=True)
     rows = [PlannedRow(name=step.name, title=step.title, group="steps", design_name=PROFILE_NAME, step=step.step,
@@ -235,6 +247,17 @@ def plan_rows(catalogue: Catalogue) -> list[PlannedRow]:
         rows.append(PlannedRow(name=f"{VERSIONS_DESIGN}-python-{version}", title=f"{design.title}, CPython {version}",
                                group="versions", design_name=VERSIONS_DESIGN, step=None, file=design.file,
                                python=version, design=design))
+    chain_dir = how_fast.work_dir_for(FAST_AND_CORRECT)
+    chain_dir.mkdir(parents=True, exist_ok=True)
+    nginx = catalogue.design(NGINX)
+    for heads in REQUEST_HEADS:
+        suffix = f"-{heads}-heads" if heads else ""
+        rows += [PlannedRow(name=f"fast-and-correct-{step.name}{suffix}", title=step.title, group="fast-and-correct",
+                            design_name=FAST_AND_CORRECT.design_name, step=step.step,
+                            file=step.file or step.design.file, python=None, design=step.design, request_heads=heads)
+                 for step in how_fast.step_rows(FAST_AND_CORRECT, chain_dir)]
+        rows.append(PlannedRow(name=f"{NGINX}{suffix}", title=nginx.title, group="fast-and-correct", design_name=NGINX,
+                               step=None, file=nginx.file, python=None, design=nginx, request_heads=heads))
     return rows
 
 
@@ -284,4 +307,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"{QUICK.requests[0]:,} and {QUICK.requests[1]:,} requests in place of "
                              f"{FULL.requests[0]:,} and {FULL.requests[1]:,}, into build/results/")
     parser.add_argument("--row", action="append", help="only this row (repeatable): step-0 ... step-5, "
-                        f"{', '.join(PLAIN_AND_HARDENED)}, {VERSIONS_DESIGN}-python-3.12, ...; into build/results/")
+                        f"{', '.join(PLAIN_AND_HARDENED)}, {VERSIONS_DESIGN}-python-3.12, fast-and-correct-step-7, "
+                        f"fast-and-correct-step-7-production-heads, {NGINX}-production-heads, ...; into build/results/")

@@ -62,6 +62,8 @@ REPORT_MARKER = "wrk_report.lua: json follows"  # printed by wrk_report.lua righ
 # `header_statistic`: wrk_header_report.lua also summarises one response header (X-Pool-Wait-Us) after the report.
 HEADER_SCRIPT = Path(__file__).with_name("wrk_header_report.lua")
 HEADER_MARKER = "wrk_header_report.lua: json follows"
+# `request_heads = "production"`: every request a production-shaped head, each unique (production_heads.txt).
+PRODUCTION_HEADS_SCRIPT = Path(__file__).with_name("wrk_production_heads.lua")
 HISTOGRAM_MARKER = "wrk_pipeline.lua: histogram follows"  # then [[microseconds, count], ...], wrk's buckets
 DEFAULT_TIMEOUT_S = 20  # the same per-request timeout as hey's default
 THREADS = 1
@@ -185,6 +187,8 @@ class Wrk:
         depth = int(settings.pipeline_depth or 1)
         if depth > 1:  # wrk hands what follows `--` to the script's init()
             return command + ["-s", str(PIPELINE_SCRIPT), url, "--", str(depth)]
+        if settings.request_heads == "production":
+            return command + ["-s", str(PRODUCTION_HEADS_SCRIPT), url]
         if settings.header_statistic:  # the header's name reaches every wrk thread's Lua through the environment
             return ["env", f"WRK_HEADER={settings.header_statistic}", *command, "-s", str(HEADER_SCRIPT), url]
         return command + ["-s", str(REPORT_SCRIPT), url]

@@ -11,13 +11,14 @@ from harness.model.suite_settings import CountSettings
 
 
 class CountRun(Typed):
-    """One run of a server under callgrind answering `requests` GET / on one keep-alive connection."""
+    """One run of a server under callgrind answering `requests` GET / on one keep-alive connection (its heads are
+    the row's `request_heads`)."""
 
     requests: int
     exchange_seconds: float | None = optional()  # absent when the server did not start
     server_exit_code: int | None = optional()
     command: list[str] | None = optional()  # the server's, valgrind's wrapper included
-    instructions: int | None = optional()  # callgrind's Ir total; absent when its output was not read
+    instructions: int | None = optional()  # callgrind's Ir total, every process of the server; absent when not read
     error: str | None = optional()  # what went wrong (the row is then not measured further)
 
 
@@ -33,14 +34,16 @@ class CountRow(Typed):
 
     name: str
     title: str
-    group: str  # "steps", "hardened" or "versions" (suites/instructions.py GROUPS)
+    group: str  # "steps", "hardened", "versions" or "fast-and-correct" (suites/instructions.py GROUPS)
     design_name: str
-    step: int | None  # the how-fast step's number; None outside the steps group
+    step: int | None  # the step's number (how-fast or fast-and-correct chain); None for other rows
     file: str
     python: str | None  # the CPython asked for ("3.12"); None: the harness's own
     measurements: list[Measurement]
     problems: list[str]
     python_version: str | None = optional()  # as the interpreter said itself; absent when it could not run
+    # "production": clients/production_heads.py's heads, each unique; absent: wrk's one-header GET, the same each time
+    request_heads: str | None = optional()
 
 
 class InstructionsRecord(Typed):
