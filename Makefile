@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install serve site test bench bench-quick free-threaded-python free-threaded-bench render lock clean
+.PHONY: install serve site check test bench bench-quick free-threaded-python free-threaded-bench render lock clean
 
 $(VENV)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ serve: install  ## build the site from the committed results and serve it at htt
 
 site: install
 	$(PY) -m mkdocs build --strict
+
+# The fast tier (tests/tiers.py): no process started (a test that starts one fails there), so it needs only the
+# Python packages: the layers, the typed records and settings, the catalogue, every renderer and `render --check`'s
+# comparison, the pages' Markdown. About 30 s here; run it after every change, `make test` before a commit.
+check: $(VENV)/.installed  ## the fast tier: every test that starts no process (tests/tiers.py), under a minute
+	$(PY) -m pytest -m check -q
 
 # Three workers (pytest-xdist): most tests wait on a server, not on a CPU. Tests marked `alone` measure
 # how many CPUs a server uses at once, so they run afterwards, by themselves.

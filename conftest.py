@@ -3,7 +3,7 @@ runner for README.md and docs/, and which tests share an xdist worker."""
 
 import pytest
 
-pytest_plugins = ["tests.codeblock_runs"]
+pytest_plugins = ["tests.codeblock_runs", "tests.tiers"]
 
 
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an

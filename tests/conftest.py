@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
+import pickle
 import socket
 import subprocess
 import sys
@@ -112,13 +115,44 @@ class StrictBuild:
 
 
 @pytest.fixture(scope="session")
-def strict_build(tmp_path_factory: pytest.TempPathFactory) -> StrictBuild:
-    """The site built once per test session (once per worker under xdist: the files that use it share a group,
-    and the browser's file has a worker of its own: see ../conftest.py)."""
-    site = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    return StrictBuild(site, result.returncode, result.stderr)
+def strict_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> StrictBuild:
+    """The site built once per test run and shared by every xdist worker that reads it (the first to ask builds
+    it under a lock, the others wait and read the same directory): a build is 15-40 s of CPU, and three groups
+    read it (the site's files, the browser's, the timeline player's)."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    site, outcome = shared / "site", shared / "site-build.json"
+    with open(shared / "site-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not outcome.exists():
+            result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                                    cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+            outcome.write_text(json.dumps({"returncode": result.returncode, "stderr": result.stderr}))
+    built = json.loads(outcome.read_text())
+    return StrictBuild(site, built["returncode"], built["stderr"])
+
+
+def shared_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, make: Callable[[], T]) -> T:
+    """`make()` run once per test run, whichever xdist worker asks first (under a lock, the others wait), its
+    result pickled where every worker reads it: for the expensive things several groups read unchanged."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    result = shared / f"{name}.pickle"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            made = make()
+            partial = result.with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(made))
+            partial.rename(result)
+    return pickle.loads(result.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[Path, str]:
+    """What `bench.py render` makes of the committed results/ (every renderer of the registry), rendered once per
+    test run: a whole render is 15-70 s of CPU, and the site's, the layers' and the tables' tests all read it."""
+    from harness.render import site
+
+    return shared_once(tmp_path_factory, worker_id, "rendered", site.expected_files)
 
 
 @pytest.fixture(scope="session")

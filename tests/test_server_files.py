@@ -100,7 +100,7 @@ def plumbing_copies() -> dict[str, dict[str, str]]:
     for name, text in server_files().items():
         span = sections(text).get("plumbing")
         if span:
-            for defined, source in top_level_names(ast.parse(text), text, span).items():
+            for defined, source in top_level_names(None, text, span).items():
                 copies.setdefault(defined, {})[name] = source
     return copies
 
@@ -167,7 +167,7 @@ SAME_OUTSIDE_PLUMBING |= {name: HARDENED_FILES for name in (
 @pytest.mark.parametrize("name", SAME_OUTSIDE_PLUMBING)
 def test_a_function_kept_from_the_design_grown_from_stays_identical(name: str) -> None:
     texts = server_files()
-    copies = {file: top_level_names(ast.parse(texts[file]), texts[file]).get(name)
+    copies = {file: top_level_names(None, texts[file]).get(name)
               for file in SAME_OUTSIDE_PLUMBING[name]}
     assert None not in copies.values(), f"{name} is missing from {[file for file, src in copies.items() if src is None]}"
     assert len(set(copies.values())) == 1, f"{name} differs between {sorted(copies)}"
@@ -177,7 +177,7 @@ def test_a_function_kept_from_the_design_grown_from_stays_identical(name: str) -
 def test_shared_constants_have_one_value(constant: str) -> None:
     values = {}
     for name, text in server_files().items():
-        source = top_level_names(ast.parse(text), text).get(constant)
+        source = top_level_names(None, text).get(constant)
         if source is not None:
             values[name] = ast.unparse(ast.parse(source).body[0].value)  # comments may differ, the value may not
     assert len(values) >= 2, f"{constant} is in {sorted(values)} only"
@@ -190,7 +190,7 @@ def test_an_edited_copy_is_caught(tmp_path: Path) -> None:
     edited = text.replace("return sum(number * number % 7", "return sum(number * number % 5")
     assert edited != text
     span = sections(edited)["plumbing"]
-    original = top_level_names(ast.parse(text), text, span)["simulated_cpu_work"]
+    original = top_level_names(None, text, span)["simulated_cpu_work"]
     changed = top_level_names(ast.parse(edited), edited, span)["simulated_cpu_work"]
     assert original != changed
 
@@ -287,7 +287,7 @@ def head_timeout() -> float:
     values = set()
     for design in OUR_HTTP:
         text = (REPO_ROOT / design.file).read_text(encoding="utf-8")
-        values.add(ast.literal_eval(top_level_names(ast.parse(text), text)["HEAD_TIMEOUT"].split("=", 1)[1].strip()))
+        values.add(ast.literal_eval(top_level_names(None, text)["HEAD_TIMEOUT"].split("=", 1)[1].strip()))
     assert len(values) == 1, values
     return values.pop()
 

@@ -55,9 +55,9 @@ def test_no_runnable_fence_is_silently_skipped(path: Path) -> None:
     assert silent == [], "add <!--pytest.mark.skip(reason=\"...\")--> before these fences"
 
 
-def test_the_committed_tables_match_the_records() -> None:
+def test_the_committed_tables_match_the_records(rendered: dict[Path, str]) -> None:
     """Every table the pages include is exactly what `bench.py render` makes from results/."""
-    assert site.stale_files() == []
+    assert site.stale_files(expected=rendered) == []
 
 
 def test_render_check_detects_a_stale_table(tmp_path: Path) -> None:
@@ -78,10 +78,17 @@ def test_render_check_detects_a_stale_table(tmp_path: Path) -> None:
     assert any(problem.startswith("missing:") and "thread-per-connection.md" in problem for problem in problems)
 
 
-def test_render_check_command_passes() -> None:
-    result = subprocess.run([sys.executable, "scripts/bench.py", "render", "--check"], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
+@pytest.mark.parametrize("stale, exit_code", [([], 0), (["stale: docs/_generated/peak.md"], 1)])
+def test_render_check_exits_1_on_a_stale_table_and_0_on_none(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+                                                              stale: list[str], exit_code: int) -> None:
+    """The command's side of `render --check` (what it compares is the test above, on the session's one render)."""
+    import bench
+
+    monkeypatch.setattr(site, "stale_files", lambda *args, **kwargs: stale)
+    assert bench.main(["render", "--check"]) == exit_code
+    printed = capsys.readouterr()
+    assert all(problem in printed.err for problem in stale)
+    assert ("out of date" in printed.err) == bool(stale) and ("All tables match" in printed.out) == (not stale)
 
 
 def test_every_design_page_includes_its_own_file_and_results() -> None:
@@ -163,12 +170,12 @@ def test_the_workflows_pass_actionlint() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_rendered_table_row_has_as_many_cells_as_its_header() -> None:
+def test_every_rendered_table_row_has_as_many_cells_as_its_header(rendered: dict[Path, str]) -> None:
     """A misaligned row would show numbers under the wrong column."""
     def cells(line: str) -> int:
         return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # leading and trailing pipes
 
-    for path, content in site.expected_files().items():
+    for path, content in rendered.items():
         # figures.md: single numbers, no tables (tests/test_figures.py); peak-repeatability.md: one sentence;
         # conformance-smuggling.md: a paragraph per smuggling case (tests/test_conformance.py); the verdicts are
         # sentences; predict/ and timeline-player/ hold a question and a player (tests/test_pictures.py,

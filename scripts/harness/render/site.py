@@ -724,10 +724,13 @@ def extra_files(generated_dir: Path = GENERATED_DIR) -> dict[Path, str]:
     return {SERVERS_INDEX: servers_index()} if generated_dir == GENERATED_DIR else {}
 
 
-def stale_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR) -> list[str]:
-    """Generated files that differ from the records, are missing, or have no record any more."""
+def stale_files(results_dir: Path = RESULTS_DIR, generated_dir: Path = GENERATED_DIR,
+                expected: dict[Path, str] | None = None) -> list[str]:
+    """Generated files that differ from the records, are missing, or have no record any more (`expected`: a render
+    of these records already made, for callers that hold one)."""
     extras = extra_files(generated_dir)
-    return differences(expected_files(results_dir, generated_dir) | extras,
+    expected = expected_files(results_dir, generated_dir) if expected is None else expected
+    return differences(expected | extras,
                        generated_paths(generated_dir) | {path for path in extras if path.exists()})
 
 

@@ -1,0 +1,42 @@
+"""The `make check` tier (tests/tiers.py): its list names real tests, and its promise (no process) is enforced."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+from harness.model.paths import REPO_ROOT
+
+from tests import tiers  # the module the plugin runs as (conftest.py's pytest_plugins)
+
+
+def test_a_check_tier_test_cannot_start_a_process() -> None:
+    """This file is in the tier: each way of starting a process raises here, in `make check` and `make test` alike."""
+    with pytest.raises(tiers.StartedAProcess, match="move it out of the tier"):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    with pytest.raises(tiers.StartedAProcess):
+        os.system("true")
+    with pytest.raises(tiers.StartedAProcess):
+        os.fork()
+
+
+def test_every_listed_file_and_test_exists() -> None:
+    """A renamed or deleted test leaves no dead entry behind (the tier would shrink without anyone noticing)."""
+    missing = [name for name in tiers.CHECK_FILES if not (REPO_ROOT / "tests" / name).exists()]
+    defined: dict[str, set[str]] = {}
+    for node_id in tiers.CHECK_TESTS:
+        path, function = node_id.split("::")
+        if path not in defined:
+            source = REPO_ROOT / path
+            tree = ast.parse(source.read_text(encoding="utf-8")) if source.exists() else ast.Module(body=[])
+            defined[path] = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
+        if function not in defined[path]:
+            missing.append(node_id)
+    assert missing == []
+
+
+def test_a_listed_file_puts_its_tests_in_the_tier(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker(tiers.CHECK) is not None
