@@ -60,14 +60,16 @@ PROXY_START = threading.Lock()
 
 
 @contextlib.contextmanager
-def launched(design: Design, delay: float, log_dir: Path, behind_nginx: bool = False) -> Iterator[Server]:
+def launched(design: Design, delay: float, log_dir: Path, behind_nginx: bool = False,
+             database: str | None = None) -> Iterator[Server]:
     """Start a design (with a simulated call of `delay` seconds) the way the harness and tests start it; the one
     place these suites launch servers.
 
-    With behind_nginx, with PROXY_TEMPLATE in front. Every process is stopped on the way out.
+    With behind_nginx, with PROXY_TEMPLATE in front; `database` is the DSN a database design talks to
+    (launcher.database_for). Every process is stopped on the way out.
     """
     port = processes.free_port()
-    with launcher.running_design(design, port, delay, log_dir) as server, \
+    with launcher.running_design(design, port, delay, log_dir, database=database) as server, \
             contextlib.ExitStack() as front:
         proxy = None
         if behind_nginx:

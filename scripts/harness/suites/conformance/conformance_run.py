@@ -63,7 +63,7 @@ def method_answer(server: Any, settings: ConformanceSettings) -> raw_exchange.Ex
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettings, log_root: Path,
-                progress: Any) -> ConformanceDesign:
+                progress: Any, database: str | None = None) -> ConformanceDesign:
     """Every case against one design (maybe behind nginx); restarted if it dies, at most twice."""
     results: dict[str, Answer] = {}
     problems: list[str] = []
@@ -75,7 +75,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
         starts += 1
         try:
             with launched(subject.design, settings.delay, log_root / subject.name / f"start-{starts}",
-                          subject.behind_nginx) as server:
+                          subject.behind_nginx, database) as server:
                 commands.append(server.command)
                 if only_get is None:
                     statuses = method_answer(server, settings).statuses
@@ -119,8 +119,8 @@ def run_subject(subject: Subject, cases: list[Case], settings: ConformanceSettin
 def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: ConformanceSettings) -> list[Subject]:
     """Named designs (NAME or NAME+nginx), else every HTTP design, and each behind nginx too (`behind_nginx`)."""
     http = [design for design in catalogue.designs.values() if design.kind == "http"]
-    if not names:  # the database designs need a PostgreSQL, which this suite does not start (the parser is the same)
-        names = settings.designs or [design.name for design in http if not launcher.needs_database(design)]
+    if not names:  # the database designs too: run_suite starts a scratch PostgreSQL for them
+        names = settings.designs or [design.name for design in http]
         if settings.behind_nginx == "all":
             names = [*names, *(name + PROXIED_SUFFIX for name in names)]
     subjects = []
@@ -189,8 +189,10 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_names: 
                 print(f"[{done[0]}/{total}] {name}: {case_id} (elapsed {time.monotonic() - clock:.0f} s)",
                       file=sys.stderr, flush=True)
 
-    with concurrent.futures.ThreadPoolExecutor(jobs_run, thread_name_prefix="design") as pool:
-        futures = [pool.submit(run_subject, subject, cases, settings, log_root, progress) for subject in subjects]
+    with launcher.database_for([subject.design for subject in subjects]) as database, \
+            concurrent.futures.ThreadPoolExecutor(jobs_run, thread_name_prefix="design") as pool:
+        futures = [pool.submit(run_subject, subject, cases, settings, log_root, progress, database)
+                   for subject in subjects]
         try:
             designs = [future.result() for future in futures]
         except BaseException:

@@ -157,7 +157,7 @@ def warm_up(server: Server) -> None:
 
 
 def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, log_root: Path,
-                progress: Callable[[str], None]) -> DesignResult:
+                progress: Callable[[str], None], database: str | None = None) -> DesignResult:
     """Every case against one design; a design that dies is restarted for the cases after."""
     log_dir = log_root / subject.name
     results: list[CaseResult] = []
@@ -171,7 +171,8 @@ def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, 
     while remaining and starts < 3:  # a design that keeps dying is not started a fourth time
         starts += 1
         try:
-            with launched(subject.design, settings.delay, log_dir / f"start-{starts}", subject.behind_nginx) as server:
+            with launched(subject.design, settings.delay, log_dir / f"start-{starts}", subject.behind_nginx,
+                          database) as server:
                 commands.append(server.command)
                 warm_up(server)
                 while remaining:
@@ -194,7 +195,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, 
             raise SuiteStopped
         progress(f"{subject.name}: case {case.number} {case.id} (RLIMIT_NOFILE lowered while it runs)")
         try:
-            with launched(subject.design, settings.delay, log_dir / case.id, subject.behind_nginx) as server:
+            with launched(subject.design, settings.delay, log_dir / case.id, subject.behind_nginx, database) as server:
                 commands.append(server.command)
                 warm_up(server)
                 result = run_case(server, case, settings)
@@ -216,8 +217,7 @@ def run_subject(subject: Subject, cases: list[Case], settings: HostileSettings, 
 def subjects_for(catalogue: Catalogue, names: list[str] | None, settings: HostileSettings) -> list[Subject]:
     """The designs a run covers: named ones (NAME or NAME+nginx), else every http design plus the proxied set."""
     http = [design for design in catalogue.designs.values() if design.kind == "http"]
-    if not names:  # the database designs need a PostgreSQL, which this suite does not start yet (issue 21)
-        http = [design for design in http if not launcher.needs_database(design)]
+    if not names:  # the database designs too: run_suite starts a scratch PostgreSQL for them
         names = settings.designs or [design.name for design in http]
         names = [*names, *(name + PROXIED_SUFFIX for name in settings.behind_nginx)]
     subjects = []
@@ -258,8 +258,10 @@ def run_suite(catalogue: Catalogue, design_names: list[str] | None, case_selecto
             print(f"[{done[0]}/{total}] {label}  (elapsed {time.monotonic() - clock:.0f} s)", file=sys.stderr,
                   flush=True)
 
-    with concurrent.futures.ThreadPoolExecutor(jobs_run, thread_name_prefix="design") as pool:
-        futures = [pool.submit(run_subject, subject, cases, settings, log_root, progress) for subject in subjects]
+    with launcher.database_for([subject.design for subject in subjects]) as database, \
+            concurrent.futures.ThreadPoolExecutor(jobs_run, thread_name_prefix="design") as pool:
+        futures = [pool.submit(run_subject, subject, cases, settings, log_root, progress, database)
+                   for subject in subjects]
         try:
             designs = [future.result() for future in futures]
         except BaseException:
