@@ -8,12 +8,13 @@ pytest_plugins = ["tests.codeblock_runs", "tests.tiers"]
 
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
 # expensive fixture stay on one worker: file by file, and the two files that read the built site
-# without a browser together (one build for both); the browser's file, the longest group (every page
-# visited twice), builds the site again on its own worker (a build takes about 13 s, the visits minutes);
-# the docs' code blocks run on two workers, each group in page order: the blocks that start a server on
-# the fixed port its page names (marked `server` or `client`, tests/codeblock_runs.py) on one, so two
-# never listen on port 8000 at once; every other block (quick runs, renders, one-off commands, which
-# pick free ports but share build/) on the other, so two quick runs of one scenario never share its logs.
+# without a browser together; the browser's file, the longest group (every page visited twice), has a
+# worker of its own. The site is built once per run whichever worker asks first (tests/conftest.py's
+# strict_build), and so is the whole render (`rendered`). The docs' code blocks run on two workers, each
+# group in page order: the blocks that start a server on the fixed port its page names (marked `server` or
+# `client`, tests/codeblock_runs.py) on one, so two never listen on port 8000 at once; every other block
+# (quick runs, renders, one-off commands, which pick free ports but share build/) on the other, so two quick
+# runs of one scenario never share its logs.
 ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py",
                     "test_browser.py"}
 SITE_FILES = {"test_site.py", "test_glossary.py"}
