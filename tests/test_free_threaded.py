@@ -240,8 +240,24 @@ def test_the_answer_gives_the_thread_designs_ratios_from_the_records(tmp_path: P
     records = free_threaded.load(tmp_path)
     expected = free_threaded.ratios(records["cpu"], "3.13.5", "3.13.5t", free_threaded.THREADS)
     assert list(expected) == ["thread-per-connection"]  # the fixture's one thread design
-    assert f"served {expected['thread-per-connection']:.2f}× as many requests per second on 3.13.5t" in answer
-    assert "the best multi-process one ([process-pool]" in answer
+    assert f"the thread designs' medians on 3.13.5t were {expected['thread-per-connection']:.2f}× those" in answer
+    # The fixture's runs of 3.14t lie wholly above those of 3.14 for this design: a difference it may claim.
+    assert "1 of 1 served more beyond the spread of their runs, 0 fewer, 0 within it" in answer
+    assert "the best multi-process design's ([process-pool]" in answer
+
+
+def test_the_answer_claims_no_difference_where_the_runs_overlap(tmp_path: Path) -> None:
+    written = place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
+    place(tmp_path, "hello", ("3.13.5", "3.13.5t"))
+    gil_runs = next(d for d in written["3.13.5"]["designs"] if d["name"] == "thread-per-connection")["runs"]
+    data = written["3.13.5t"]
+    for design in data["designs"]:
+        if design["name"] == "thread-per-connection":
+            for run, gil_run, factor in zip(design["runs"], gil_runs, (0.99, 1.0, 1.01)):
+                run["requests_per_second"] = gil_run["requests_per_second"] * factor  # ranges that overlap
+    (tmp_path / "free-threaded" / "free-threaded-cpu-3.13.5t.json").write_text(json.dumps(data))
+    answer = render(tmp_path)[tmp_path / "generated" / "free-threaded.md"]
+    assert "0 of 1 served more beyond the spread of their runs, 0 fewer, 1 within it" in answer.splitlines()[1]
 
 
 def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:
