@@ -191,17 +191,26 @@ def outcome(row: Row, gil: str, free: str) -> str:
 
 
 def verdicts(records: dict[str, ScenarioRecord], gil: str, free: str, names: list[str]) -> str:
-    """'2 of 4 served more, 1 fewer, 1 within the spread of their runs' for the named designs (default size)."""
+    """Which of the named designs (default size) served more, or fewer, beyond the spread of their runs; the rest
+    lie within it. With the widest spread, when one is flagged."""
     seen: dict[str, str] = {}
     widest = 0.0
     for row in rows(records):
         if row.design in names and row.design not in seen and gil in row.cells and free in row.cells:
             seen[row.design] = outcome(row, gil, free)
             widest = max(widest, row.cells[gil]["rate"]["relative_interval"], row.cells[free]["rate"]["relative_interval"])
-    counts = {word: list(seen.values()).count(word) for word in ("more", "fewer", "within")}
-    text = (f"{counts['more']} of {len(seen)} served more beyond the spread of their runs, {counts['fewer']} fewer, "
-            f"{counts['within']} within it")
-    return text + (f"; their runs varied by up to {widest:.0%}" if widest > SPREAD_FLAG else "")
+    more = [name for name, word in seen.items() if word == "more"]
+    fewer = [name for name, word in seen.items() if word == "fewer"]
+    within = len(seen) - len(more) - len(fewer)
+    if len(seen) == 1:
+        text = {"more": "more beyond the spread of its runs", "fewer": "fewer beyond the spread of its runs",
+                "within": "within the spread of its runs"}[next(iter(seen.values()))]
+    else:
+        parts = ([f"more beyond the spread of their runs: {', '.join(more)}"] if more else []) + (
+            [f"fewer beyond it: {', '.join(fewer)}"] if fewer else []) + (
+            [f"{'the other ' if more or fewer else 'all '}{within} within it"] if within else [])
+        text = "; ".join(parts) if more or fewer else f"all {len(seen)} within the spread of their runs"
+    return text + (f" (runs varied by up to {widest:.0%})" if widest > SPREAD_FLAG else "")
 
 
 def answer(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: str = "3.13.5t") -> str:
@@ -218,12 +227,11 @@ def answer(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: 
     lines = [f"- **Computing** (the CPU-bound workload): the thread designs' medians on {free} were {span(threads_cpu)} "
              f"those on {gil}; {verdicts(cpu, gil, free, THREADS)}. Their fastest runs, the least disturbed, were "
              f"{span(best_run_ratios(cpu, gil, free, THREADS))}."]
-    loop = (f"; the single-threaded event loop's median {span(loop_hello)} "
-            f"({verdicts(hello, gil, free, EVENT_LOOPS).split(' beyond')[0].replace('1 of 1 served', 'it served')})"
-            if loop_hello else "")
+    loop = (f" The single-threaded event loop's median was {span(loop_hello)}, "
+            f"{verdicts(hello, gil, free, EVENT_LOOPS)}." if loop_hello else "")
     lines.append(f"- **Not computing** (hello world): the thread designs' medians were {span(threads_hello)}; "
-                 f"{verdicts(hello, gil, free, THREADS)}{loop}. Fastest runs: "
-                 f"{span(best_run_ratios(hello, gil, free, THREADS))}.")
+                 f"{verdicts(hello, gil, free, THREADS)}; fastest runs "
+                 f"{span(best_run_ratios(hello, gil, free, THREADS))}.{loop}")
     thread_best, process_best = best(cpu, free, THREADS), best(cpu, free, PROCESSES)
     if thread_best and process_best:
         share = thread_best[1] / process_best[1]
