@@ -242,7 +242,7 @@ def test_the_answer_gives_the_thread_designs_ratios_from_the_records(tmp_path: P
     assert list(expected) == ["thread-per-connection"]  # the fixture's one thread design
     assert f"the thread designs' medians on 3.13.5t were {expected['thread-per-connection']:.2f}× those" in answer
     # The fixture's runs of 3.14t lie wholly above those of 3.14 for this design: a difference it may claim.
-    assert "; more beyond the spread of its runs." in answer.splitlines()[1]
+    assert "; more beyond the spread of its runs;" in answer.splitlines()[1]
     assert "the best multi-process design's ([process-pool]" in answer
 
 
@@ -257,7 +257,7 @@ def test_the_answer_claims_no_difference_where_the_runs_overlap(tmp_path: Path) 
                 run["requests_per_second"] = gil_run["requests_per_second"] * factor  # ranges that overlap
     (tmp_path / "free-threaded" / "free-threaded-cpu-3.13.5t.json").write_text(json.dumps(data))
     answer = render(tmp_path)[tmp_path / "generated" / "free-threaded.md"]
-    assert "; within the spread of its runs." in answer.splitlines()[1]
+    assert "; within the spread of its runs;" in answer.splitlines()[1]
 
 
 def test_python_versions_tables_put_each_interpreter_side_by_side_with_the_ratio(tmp_path) -> None:

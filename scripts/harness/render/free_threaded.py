@@ -58,6 +58,11 @@ class Row:
     ceilings: dict[str, float | None]
 
     @property
+    def name(self) -> str:
+        """The design, and its size in a sizing sweep: 'thread-pool-executor ×16'."""
+        return self.design + (f" ×{self.size}" if self.size is not None else "")
+
+    @property
     def label(self) -> str:
         return design_link(self.design) + (f" ×{self.size}" if self.size is not None else "")
 
@@ -147,12 +152,12 @@ def pair_table(workload: str, gil: str, free: str, records: dict[str, ScenarioRe
 
 
 def ratios(records: dict[str, ScenarioRecord], gil: str, free: str, names: list[str]) -> dict[str, float]:
-    """{design: free/gil} for the named designs measured on both builds (a sizing sweep's default size only)."""
+    """{design (×size): free/gil} for the named designs measured on both builds, each size of a sizing sweep."""
     found = {}
     for row in rows(records):
         ratio = row.ratio(gil, free)
-        if row.design in names and ratio is not None and row.design not in found:
-            found[row.design] = ratio
+        if row.design in names and ratio is not None:
+            found[row.name] = ratio
     return found
 
 
@@ -162,8 +167,8 @@ def best_run_ratios(records: dict[str, ScenarioRecord], gil: str, free: str, nam
     reason); shown beside the medians, never instead of them."""
     found = {}
     for row in rows(records):
-        if row.design in names and row.design not in found and gil in row.cells and free in row.cells:
-            found[row.design] = row.cells[free]["rate"]["max"] / row.cells[gil]["rate"]["max"]
+        if row.design in names and gil in row.cells and free in row.cells:
+            found[row.name] = row.cells[free]["rate"]["max"] / row.cells[gil]["rate"]["max"]
     return found
 
 
@@ -173,9 +178,9 @@ def span(values: dict[str, float]) -> str:
 
 
 def best(records: dict[str, ScenarioRecord], python: str, names: list[str]) -> tuple[str, float] | None:
-    """The design among `names` with the highest median on `python`, and that median."""
-    medians = [(row.label, row.cells[python]["rate"]["median"]) for row in rows(records)
-               if row.design in names and python in row.cells]
+    """The design (at any size) among `names` with the highest median on `python`, and that median."""
+    medians = [(row.label, row.cells[python]["rate"]["median"]) for row in rows(records) if records
+               and row.design in names and python in row.cells]
     return max(medians, key=lambda item: item[1]) if medians else None
 
 
@@ -191,13 +196,13 @@ def outcome(row: Row, gil: str, free: str) -> str:
 
 
 def verdicts(records: dict[str, ScenarioRecord], gil: str, free: str, names: list[str]) -> str:
-    """Which of the named designs (default size) served more, or fewer, beyond the spread of their runs; the rest
+    """Which of the named designs (each size) served more, or fewer, beyond the spread of their runs; the rest
     lie within it. With the widest spread, when one is flagged."""
     seen: dict[str, str] = {}
     widest = 0.0
     for row in rows(records):
-        if row.design in names and row.design not in seen and gil in row.cells and free in row.cells:
-            seen[row.design] = outcome(row, gil, free)
+        if row.design in names and gil in row.cells and free in row.cells:
+            seen[row.name] = outcome(row, gil, free)
             widest = max(widest, row.cells[gil]["rate"]["relative_interval"], row.cells[free]["rate"]["relative_interval"])
     more = [name for name, word in seen.items() if word == "more"]
     fewer = [name for name, word in seen.items() if word == "fewer"]
@@ -224,20 +229,29 @@ def answer(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: 
     cpu, hello = pairs["cpu"], pairs["hello"]
     threads_cpu, threads_hello = ratios(cpu, gil, free, THREADS), ratios(hello, gil, free, THREADS)
     loop_hello = ratios(hello, gil, free, EVENT_LOOPS)
-    lines = [f"- **Computing** (the CPU-bound workload): the thread designs' medians on {free} were {span(threads_cpu)} "
-             f"those on {gil}; {verdicts(cpu, gil, free, THREADS)}. Their fastest runs, the least disturbed, were "
-             f"{span(best_run_ratios(cpu, gil, free, THREADS))}."]
+    computing = (f"- **Computing** (CPU-bound): the thread designs' medians on {free} were {span(threads_cpu)} "
+                 f"those on {gil}; {verdicts(cpu, gil, free, THREADS)}; fastest runs, the least disturbed, "
+                 f"{span(best_run_ratios(cpu, gil, free, THREADS))}.")
+    if "mixed" in pairs:
+        mixed = pairs["mixed"]
+        computing += (f" **Waiting, then computing** (mixed): {span(ratios(mixed, gil, free, THREADS))}; "
+                      f"{verdicts(mixed, gil, free, THREADS)}.")
+    lines = [computing]
     loop = (f" The single-threaded event loop's median was {span(loop_hello)}, "
             f"{verdicts(hello, gil, free, EVENT_LOOPS)}." if loop_hello else "")
     lines.append(f"- **Not computing** (hello world): the thread designs' medians were {span(threads_hello)}; "
                  f"{verdicts(hello, gil, free, THREADS)}; fastest runs "
                  f"{span(best_run_ratios(hello, gil, free, THREADS))}.{loop}")
-    thread_best, process_best = best(cpu, free, THREADS), best(cpu, free, PROCESSES)
-    if thread_best and process_best:
-        share = thread_best[1] / process_best[1]
-        lines.append(f"- **A process per core, still?** On {free}, computing, the best thread design's median "
-                     f"({thread_best[0]}) was {share:.2f}× the best multi-process design's ({process_best[0]}), "
-                     "on two CPUs shared with the load tool.")
+    shares = []
+    for workload, words in (("cpu", "CPU-bound"), ("mixed", "mixed")):
+        thread_best, process_best = best(pairs.get(workload, {}), free, THREADS), best(pairs.get(workload, {}), free,
+                                                                                      PROCESSES)
+        if thread_best and process_best:
+            shares.append(f"{words}, the best thread design's median ({thread_best[0]}) was "
+                          f"{thread_best[1] / process_best[1]:.2f}× the best multi-process design's ({process_best[0]})")
+    if shares:
+        lines.append(f"- **A process per core, still?** On {free}: " + "; ".join(shares)
+                     + ". Two CPUs, shared with the load tool.")
     return "\n".join(lines) + "\n"
 
 
