@@ -181,7 +181,7 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header(rendered: dict
         # sentences; predict/ and timeline-player/ hold a question and a player (tests/test_pictures.py,
         # tests/test_timeline_player.py).
         prose = ("figures.md", "peak-repeatability.md", "conformance-smuggling.md", "verdict.md",
-                 "proxy-race-verdict.md", "overload-recovery.md")
+                 "proxy-race-verdict.md", "overload-recovery.md", "overload-tradeoff.md")
         if path.suffix != ".md" or path.name in prose or path.parent.name in ("predict", "timeline-player"):
             continue
         # A table may sit indented inside a collapsed block (the survival page's details).

@@ -45,6 +45,7 @@ from harness.model.deployment_plan import OverloadPlan, RaceCause, RacePlan
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import (
+    PER,
     CauseRun,
     DeploymentScenario,
     OverloadCell,
@@ -62,7 +63,6 @@ from harness.system.environment import describe_machine, utc_now
 
 PLAN_PATH = CATALOGUE_DIR / "17-deployment.toml"
 IDLE_RACE = REPO_ROOT / "scripts" / "harness" / "clients" / "idle_race.py"
-PER = 10_000  # 502s are counted per this many requests
 RECORD_DIR = RESULTS_DIR / "deployment"  # beside, not among, the scenario records of results/
 PlanT = TypeVar("PlanT", RacePlan, OverloadPlan)
 

@@ -13,6 +13,9 @@ from harness.model.records.scenario_record import Latency
 from harness.model.records.typed import Typed, optional
 
 
+PER = 10_000  # the race's 502s are counted per this many requests (bad_gateway_per_10k)
+
+
 class DeploymentScenario(Typed):
     """Which plan table ran: its id and title."""
 
