@@ -287,3 +287,25 @@ def test_python_versions_name_the_exact_release_the_record_kept_and_carry_the_fl
     table = python_versions.versions_table("cpu", {"3.12": typed(record)})
     assert "| / 3.12.1 |" in table and "| 3.12.1 | [thread-per-connection]" in table
     assert "⚠ spread 50%" in table
+
+
+def test_the_dependency_table_flags_a_package_that_turns_the_gil_on_and_says_why_one_did_not_install(
+        tmp_path: Path) -> None:
+    def check(**fields: object) -> dict:
+        return {"version": "1.0", "used_by": "a design", "modules": ["m"], **fields}
+
+    free = {"asked": "3.13.5t", "version": "3.13.5", "gil": "disabled (free-threaded build)", "executable": "/x"}
+    record = {"schema": 1, "kind": "gil-dependencies", "started_utc": "s", "finished_utc": "f",
+              "lock_file": "requirements.lock", "interpreters": {"3.13.5t": {"interpreter": free, "packages": {
+                  "pure": check(installed="wheel", gil_after_import="disabled", installed_version="1.0"),
+                  "old-c": check(installed="wheel of an older release", gil_after_import="enabled",
+                                 installed_version="0.9", warning="The global interpreter lock (GIL) has been enabled"),
+                  "binary-only": check(installed=None, no_wheel="x",
+                                       source_build="ERROR: Could not find a version (from versions: none)")}}}}
+    (tmp_path / "free-threaded").mkdir()
+    (tmp_path / "free-threaded" / "dependencies.json").write_text(json.dumps(record))
+    table = render(tmp_path)[tmp_path / "generated" / "free-threaded-dependencies.md"]
+    assert "| 3.13.5t (free-threaded) |" in table
+    assert "| pure 1.0 | a design | wheel, GIL stays off |" in table
+    assert "| old-c 1.0 | a design | wheel of an older release 0.9, ⚠ **turns the GIL on** |" in table
+    assert "| binary-only 1.0 | a design | does not install: no wheel, and no source for it |" in table

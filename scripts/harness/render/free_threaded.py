@@ -300,7 +300,7 @@ def dependencies_table(path: Path) -> str:
     record = GilDependenciesRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     versions = list(record.interpreters)
     lines = ["| package | used by | " + " | ".join(
-        f"{(check.interpreter.version or version)} ({'free-threaded' if 'disabled' in (check.interpreter.gil or '') else 'GIL'})"
+        f"{version} ({'free-threaded' if 'disabled' in (check.interpreter.gil or '') else 'GIL'})"
         for version, check in record.interpreters.items()) + " |", "|---|---|" + "---|" * len(versions)]
     packages = list(next(iter(record.interpreters.values())).packages)
     for package in packages:
@@ -310,25 +310,26 @@ def dependencies_table(path: Path) -> str:
             if check is None:
                 cells.append("–")
             elif not check.installed:
-                reason = check.source_build[-120:].replace("|", "\\|")  # pip's words, inside a table cell
-                cells.append(f"does not install (no wheel; the source build failed: {reason})"
-                             if check.source_build else "does not install")
+                cells.append("does not install: no wheel, and no source for it" if "(from versions: none)"
+                             in (check.source_build or "") else
+                             "does not install: no wheel, and its source build failed (the record keeps pip's words)")
             elif check.gil_after_import is None:
                 cells.append(f"{check.installed}; the import failed")
             else:
-                gil = ("⚠ **turns the GIL on**" if check.gil_after_import == "enabled"
-                       and "disabled" in (record.interpreters[version].interpreter.gil or "") else
-                       f"GIL {'on' if check.gil_after_import == 'enabled' else 'off'}")
+                free_build = "disabled" in (record.interpreters[version].interpreter.gil or "")
+                gil = (("⚠ **turns the GIL on**" if check.gil_after_import == "enabled" else "GIL stays off")
+                       if free_build else "")
                 older = (f" {check.installed_version}" if check.installed_version
                          and check.installed_version != check.version else "")
-                cells.append(f"{check.installed}{older}, {gil}")
+                cells.append(f"{check.installed}{older}" + (f", {gil}" if gil else ""))
         version_pin = next((record.interpreters[v].packages[package].version for v in versions
                             if package in record.interpreters[v].packages), None)
         used_by = next(record.interpreters[v].packages[package].used_by for v in versions
                        if package in record.interpreters[v].packages)
         lines.append(f"| {package} {version_pin or ''} | {used_by} | " + " | ".join(cells) + " |")
     lines += ["", f"*Each package at the version requirements.lock pins, in a scratch environment per build: a wheel "
-              "if one fits, else built from source; then imported in a fresh process, which asks "
+              "if one fits, else built from source, else the newest older release with a wheel; then imported in a "
+              "fresh process, which asks "
               f"`sys._is_gil_enabled()`. Checked {record.started_utc} to {record.finished_utc}; record "
               f"`results/free-threaded/{path.name}`.*"]
     return "\n".join(lines) + "\n"
