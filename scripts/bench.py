@@ -10,6 +10,7 @@
     python scripts/bench.py balance [--quick] [--out DIR]
     python scripts/bench.py gil-dependencies [--python VERSION ...] [--output PATH]
     python scripts/bench.py render [--check]
+    python scripts/bench.py new-design NAME --grows-from OTHER [--title "..."] [--model "..."]
     python scripts/bench.py hostile [--design NAME ...] [--case C ...] [--quick] [--jobs N] [--out DIR]
     python scripts/bench.py how-fast steps|profile [--quick] [...]
     python scripts/bench.py idle DESIGN [--connections N] [--hold S] [--server-args "..."] [--output PATH]
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness.clients import probe, verify  # noqa: E402
 from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownNameError, load_catalogue  # noqa: E402
+from harness.model import new_design  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_scenario_records  # noqa: E402
 from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
@@ -273,6 +275,27 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def command_new_design(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """Add a design grown from one of ours: server file, catalogue entry, page, nav entry (harness/model/new_design.py),
+    then a whole render. Refuses (exit 2) having written nothing."""
+    try:
+        design = new_design.plan(catalogue, args.name, args.grows_from, args.title, args.model,
+                                 catalogue_dir=args.catalogue)
+    except new_design.NewDesignError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for path in new_design.write(design):
+        print(f"wrote {path.relative_to(REPO_ROOT)}")
+    # A whole render: servers/README.md, the design's results file, and the plots (each design's marker follows its
+    # place in the catalogue: render/presentation.py).
+    before = {path: path.read_bytes() for path in site.generated_paths(site.GENERATED_DIR) | {site.SERVERS_INDEX}}
+    for path in site.write_all():
+        if before.get(path) != path.read_bytes():
+            print(f"rendered {path.relative_to(REPO_ROOT)}")
+    print(f"next: change the model section of {design.server_file}, then `python scripts/bench.py check {design.name}`")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR,
@@ -356,6 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
     recipe_parser = commands.add_parser("recipe", help="the recipe's configurations on the real stack; a CPU quota")
     recipe.add_arguments(recipe_parser)
     recipe_parser.set_defaults(handler=recipe.command)
+    adding = commands.add_parser("new-design", help="add a design grown from one of ours: its file, catalogue "
+                                 "entry, page and nav entry (README.md, 'Adding a design')")
+    adding.add_argument("name", help="the new design's name (lower case, hyphens)")
+    adding.add_argument("--grows-from", required=True, help="the design it starts as a copy of")
+    adding.add_argument("--title", help="how pages and tables name it (default: from NAME)")
+    adding.add_argument("--model", help="its concurrency model (default: the one it grows from)")
+    adding.set_defaults(handler=command_new_design)
     rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
     rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
     rendering.set_defaults(handler=command_render)

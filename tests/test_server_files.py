@@ -121,6 +121,29 @@ def test_the_plumbing_sections_hold_the_shared_functions() -> None:
         assert len(PLUMBING.get(name, {})) >= 5, f"{name} is in the plumbing of {sorted(PLUMBING.get(name, {}))}"
 
 
+def grown_from(file: str) -> str | None:
+    """The server file a file's docstring says it grows from ("Grows from: x.py"), if it is one."""
+    docstring = ast.get_docstring(ast.parse((SERVERS / file).read_text(encoding="utf-8"))) or ""
+    parent = GROWS_FROM.search(docstring)
+    return parent.group(1) if parent and (SERVERS / parent.group(1)).exists() else None
+
+
+def variant_of(name: str, file: str) -> str | None:
+    """The variant of `name` a file carries: the one VARIANTS lists it in, else its parent's (a file grown from a
+    variant, `bench.py new-design` say, keeps it unless it is listed elsewhere), else None (the main copy)."""
+    seen: set[str] = set()
+    current: str | None = file
+    while current and current not in seen:
+        seen.add(current)
+        listed = [variant for variant, (_, files) in VARIANTS.get(name, {}).items() if current in files]
+        if listed:
+            return listed[0]
+        if current != file and current in PLUMBING[name]:
+            return None  # the nearest ancestor that carries the name carries the main copy
+        current = grown_from(current)
+    return None
+
+
 @pytest.mark.parametrize("name", sorted(name for name, files in PLUMBING.items() if len(files) > 1))
 def test_every_copy_of_a_plumbing_function_is_identical(name: str) -> None:
     copies = PLUMBING[name]
@@ -129,8 +152,8 @@ def test_every_copy_of_a_plumbing_function_is_identical(name: str) -> None:
         assert reason, f"{name}: variant {variant} needs a reason"
         missing = files - set(copies)
         assert not missing, f"{name}: variant {variant} lists files that do not carry it: {sorted(missing)}"
-        groups[variant] = files
-        groups["main copy"] -= files
+        groups[variant] = files | {file for file in copies if variant_of(name, file) == variant}
+        groups["main copy"] -= groups[variant]
     for variant, files in groups.items():
         sources = {copies[file] for file in files}
         assert len(sources) <= 1, (

@@ -11,4 +11,5 @@
     how_fast_steps.py,              the chains of optimisation steps; the instruction-count rows
       instruction_counts.py
     disclosed_settings.py           the real servers' settings we change, and why
+    new_design.py                   the files `bench.py new-design` writes for a design grown from one of ours
 """
