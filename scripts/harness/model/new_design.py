@@ -201,8 +201,8 @@ def page_text(other: Design, name: str, title: str, server_file: str, page: str)
     other_link = os.path.relpath(other.page, os.path.dirname(page))
     return f"""# {title}
 
-This design starts as a copy of [{other.title}]({other_link}) (`{other.file}`); the model section below is where
-it will differ.
+This design starts as a copy of [{other.title}]({other_link}) (`{other.file}`);
+the model section below is where it will differ.
 
 ## The model
 
