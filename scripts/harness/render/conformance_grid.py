@@ -206,7 +206,8 @@ def compact_page(record: ConformanceRecord | None) -> str:
               f"{legend_mark(COLOURS['fail'], 'red')} at least one answer the RFC does not allow. "
               f"Point at a cell for the cases it fails.\n")
     cases = {case.id: case for case in record.cases}
-    out = [answer_box(record, groups_of_designs), caption(record), "\n".join(lines), "", legend,
+    grid = '<div class="survival-grid" markdown>\n\n' + "\n".join(lines) + "\n\n</div>\n"  # the grids' compact style
+    out = [answer_box(record, groups_of_designs), caption(record), grid, legend,
            "**What each row gets wrong:**\n"]
     for index, members in enumerate(groups_of_designs, 1):
         names = ", ".join(f"`{display_name(member)}`" for member in members)
