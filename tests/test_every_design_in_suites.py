@@ -36,12 +36,7 @@ def test_a_full_hostile_run_covers_every_http_design() -> None:
     assert {subject.design.name for subject in subjects if not subject.behind_nginx} == HTTP
 
 
-PENDING = pytest.mark.xfail(strict=True, reason="the database designs' first full runs of both suites are pending "
-                             "(issue 32 item 4): remove this mark with the re-measured record")
-
-
-@pytest.mark.parametrize("record", [pytest.param("conformance.json", marks=PENDING),
-                                    pytest.param("hostile.json", marks=PENDING)])
+@pytest.mark.parametrize("record", ["conformance.json", "hostile.json"])
 def test_the_committed_record_has_every_http_design(record: str) -> None:
     data = json.loads((REPO_ROOT / "results" / record).read_text(encoding="utf-8"))
     measured = {design["design"] for design in data["designs"] if not design["behind_nginx"]}

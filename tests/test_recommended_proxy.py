@@ -102,12 +102,7 @@ def test_a_scenario_without_a_reason_is_caught() -> None:
     assert unexplained({"x": (RECOMMENDED, None)}) == []
 
 
-PENDING = pytest.mark.xfail(strict=True, reason="results/hostile.json was measured before the suites moved to the "
-                             "keep-alive proxy; its re-measure is pending (issue 31 finding 1): remove this mark with it")
-
-
-@pytest.mark.parametrize("record", ["conformance.json", pytest.param("hostile.json", marks=PENDING),
-                                    "deployment/slow-clients/hostile.json"])
+@pytest.mark.parametrize("record", ["conformance.json", "hostile.json", "deployment/slow-clients/hostile.json"])
 def test_behind_nginx_records_were_measured_through_the_recommended_proxy(record: str) -> None:
     data = json.loads((REPO_ROOT / "results" / record).read_text(encoding="utf-8"))
     proxy = data.get("proxy") or data.get("settings", {}).get("proxy")
