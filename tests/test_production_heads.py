@@ -38,23 +38,28 @@ def test_wrk_uses_the_script_when_the_scenario_asks_for_production_heads() -> No
 
 
 def record_heads(listener: socket.socket, heads: list[bytes], wanted: int) -> None:
-    """Accept wrk's connection and answer each head it sends, keeping the first `wanted` heads."""
-    connection, _ = listener.accept()
-    buffer = b""
-    with connection:
-        connection.settimeout(5)
+    """Answer each head on each connection wrk opens (it opens one first to test the address), keeping the first
+    `wanted` heads."""
+    while len(heads) < wanted:
         try:
-            while len(heads) < wanted:
-                chunk = connection.recv(65536)
-                if not chunk:
-                    return
-                buffer += chunk
-                while b"\r\n\r\n" in buffer:
-                    head, buffer = buffer.split(b"\r\n\r\n", 1)
-                    heads.append(head + b"\r\n\r\n")
-                    connection.sendall(ANSWER)
+            connection, _ = listener.accept()
         except OSError:
             return
+        buffer = b""
+        with connection:
+            connection.settimeout(5)
+            try:
+                while len(heads) < wanted:
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    while b"\r\n\r\n" in buffer:
+                        head, buffer = buffer.split(b"\r\n\r\n", 1)
+                        heads.append(head + b"\r\n\r\n")
+                        connection.sendall(ANSWER)
+            except OSError:
+                return
 
 
 @pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk is not installed")
@@ -72,4 +77,6 @@ def test_wrk_sends_exactly_the_heads_the_python_client_makes() -> None:
         listener.close()
     expected = ProductionHeads(f"127.0.0.1:{port}")
     assert len(heads) >= 10
-    assert heads[:10] == [expected.head(number) for number in range(10)]
+    # wrk calls request() once before its first connection, so the first head sent is one of the first few.
+    first = next(number for number in range(5) if expected.head(number) == heads[0])
+    assert heads[:10] == [expected.head(number) for number in range(first, first + 10)]
