@@ -153,6 +153,8 @@ def count_run(design: Design, requests: int, python: str | None, cpu: str | None
               valgrind: str, request_heads: str | None = None) -> CountRun:
     """Start the design under callgrind, send `requests` GET / on one keep-alive connection, stop it, read its total
     (the sum over its processes: nginx forks a worker, which callgrind follows into a file of its own)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.chmod(0o1777)  # nginx's worker runs as nobody: its callgrind file must be writable here, or it is lost
     for old in log_dir.glob("callgrind.out.*"):
         old.unlink()  # a file left by an earlier run must not be read as this one's
     port = processes.free_port()
