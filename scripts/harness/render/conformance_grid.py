@@ -61,6 +61,9 @@ def _cell(case: ConformanceCase, number: int, result: Answer | None) -> str:
     return mark_cell(COLOURS[result.verdict], MARKS[result.verdict], said)
 
 
+MAX_COLUMNS = 12  # cases in one grid table: with a row's label, about 700 px
+
+
 def _cells(cases: list[ConformanceCase], numbers: dict[str, int], design: ConformanceDesign) -> list[str]:
     return [_cell(case, numbers[case.id], design.cases.get(case.id)) for case in cases]
 
@@ -75,10 +78,12 @@ def group_grids(record: ConformanceRecord, behind_nginx: bool) -> str:
     for group, cases in grouped_cases(record):
         if not cases:  # a run of chosen cases (--case) leaves some groups empty
             continue
-        columns = [Column(str(numbers[case.id]), f"{CASES_PAGE}#{case_anchor(case)}", case.short) for case in cases]
-        rows = _merged_rows(cases, numbers, designs)  # forty near-identical rows read as one
-        out.append(f"**{group.title}** (cases {numbers[cases[0].id]}–{numbers[cases[-1].id]})\n")
-        out.append(grid_table(columns, rows))
+        # A group of many cases is drawn in parts, so a table fits the content column at 1280 px (tests/test_browser.py)
+        for part in (cases[start:start + MAX_COLUMNS] for start in range(0, len(cases), MAX_COLUMNS)):
+            columns = [Column(str(numbers[case.id]), f"{CASES_PAGE}#{case_anchor(case)}", case.short) for case in part]
+            rows = _merged_rows(part, numbers, designs)  # forty near-identical rows read as one
+            out.append(f"**{group.title}** (cases {numbers[part[0].id]}–{numbers[part[-1].id]})\n")
+            out.append(grid_table(columns, rows))
     return "\n".join(out)
 
 
