@@ -81,24 +81,26 @@ class Target:
     source: str = ""
 
 
-def read_section(name: str, kind: type[PlanT], quick: bool, path: Path = PLAN_PATH) -> PlanT:
-    """One table of the plan, typed, with its `quick` overrides applied when asked; DeploymentPlanError naming the
-    file and the key for a key the table's class does not know, a value of the wrong type, or a missing setting."""
+def read_section(name: str, kind: type[PlanT], quick: bool, path: Path = PLAN_PATH,
+                 error_type: type[ValueError] = DeploymentPlanError) -> PlanT:
+    """One table of the plan, typed, with its `quick` overrides applied when asked; DeploymentPlanError (or
+    `error_type`, for another plan read the same way) naming the file and the key for a key the table's class does
+    not know, a value of the wrong type, or a missing setting."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as error:
-        raise DeploymentPlanError(f"{path}: {error}") from error
+        raise error_type(f"{path}: {error}") from error
     if name not in data:
-        raise DeploymentPlanError(f"{path}: no [{name}] table")
+        raise error_type(f"{path}: no [{name}] table")
     section = dict(data[name])
     overrides = section.pop("quick", {})
     unknown = sorted(set(overrides) - set(section))
     if unknown:
-        raise DeploymentPlanError(f"{path}: [{name}.quick] sets {', '.join(unknown)}, which [{name}] does not have")
+        raise error_type(f"{path}: [{name}.quick] sets {', '.join(unknown)}, which [{name}] does not have")
     try:
         return kind.from_json({**section, **overrides} if quick else section, f"{path} [{name}]")
     except RecordShapeError as error:
-        raise DeploymentPlanError(str(error)) from error
+        raise error_type(str(error)) from error
 
 
 def race_targets(plan: RacePlan, catalogue: Catalogue) -> list[Target]:

@@ -24,7 +24,6 @@ import argparse
 import shlex
 import signal
 import sys
-import tomllib
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,8 @@ from harness.model.records import SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import OverloadCell
 from harness.model.records.recipe_records import CheckRecord, CheckRun, QuotaRecord, QuotaRun
 from harness.model.records.scenario_record import Latency
-from harness.model.records.typed import RecordShapeError, Typed
+from harness.model.records.typed import Typed
+from harness.suites import deployment
 from harness.model.settings import ScenarioSettings
 from harness.suites.deployment import RECORD_DIR, nginx_version
 from harness.system import cpu_quota, launcher, ports, postgres, processes
@@ -60,19 +60,8 @@ class RecipePlanError(ValueError):
 
 
 def read_section(name: str, kind: type[PlanT], quick: bool, path: Path = PLAN_PATH) -> PlanT:
-    """One table of the plan, typed, with its `quick` overrides applied when asked."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise RecipePlanError(f"{path}: {error}") from error
-    if name not in data:
-        raise RecipePlanError(f"{path}: no [{name}] table")
-    section = dict(data[name])
-    overrides = section.pop("quick", {})
-    try:
-        return kind.from_json({**section, **overrides} if quick else section, f"{path} [{name}]")
-    except RecordShapeError as error:
-        raise RecipePlanError(str(error)) from error
+    """One table of the plan, typed, with its `quick` overrides applied when asked (read as the deployment plan is)."""
+    return deployment.read_section(name, kind, quick, path, RecipePlanError)
 
 
 def stack_command(model: str, result: dict[str, Any], port: int, workdir: Path, dsn: str,
