@@ -176,10 +176,10 @@
       row("latency", "about " + round(r.latency_ms.expected, 1) + " ms while sized; p99 under " + round(r.latency_ms.bound, 1) +
           " ms") +
       "</tbody></table>" +
-      "<p><strong>gunicorn.conf.py</strong></p><pre><code tabindex="0">" + escapeHtml(gunicornConf(r)) + "</code></pre>" +
-      "<p><strong>uvicorn</strong></p><pre><code tabindex="0">" + escapeHtml(uvicornCommand(r)) + "</code></pre>" +
-      "<p><strong>Granian</strong></p><pre><code tabindex="0">" + escapeHtml(granianCommand(r)) + "</code></pre>" +
-      "<p><strong>nginx</strong></p><pre><code tabindex="0">" + escapeHtml(nginxUpstream(r)) + "</code></pre>";
+      "<p><strong>gunicorn.conf.py</strong></p><pre><code tabindex='0'>" + escapeHtml(gunicornConf(r)) + "</code></pre>" +
+      "<p><strong>uvicorn</strong></p><pre><code tabindex='0'>" + escapeHtml(uvicornCommand(r)) + "</code></pre>" +
+      "<p><strong>Granian</strong></p><pre><code tabindex='0'>" + escapeHtml(granianCommand(r)) + "</code></pre>" +
+      "<p><strong>nginx</strong></p><pre><code tabindex='0'>" + escapeHtml(nginxUpstream(r)) + "</code></pre>";
     out.innerHTML = html;
   }
 

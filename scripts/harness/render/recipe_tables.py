@@ -94,7 +94,7 @@ def examples_page() -> str:
 def configuration_blocks(result: dict[str, Any]) -> str:
     return ("\n".join([
         '??? example "Its configuration: gunicorn.conf.py, uvicorn, Granian, nginx"',
-        "", "    **gunicorn.conf.py** (plain Python: the code-block tests run it)", "", '    ```python', *("    " + line for line in gunicorn_conf(result).splitlines()),
+        "", '    ```py title="gunicorn.conf.py"',  # `py`: highlighted as Python, not run as a page's command *("    " + line for line in gunicorn_conf(result).splitlines()),
         "    ```", "", "    ```text", "    " + uvicorn_command(result), "    " + granian_command(result), "    ```", "",
         '    ```nginx title="nginx: the upstream and its location"',
         *("    " + line for line in nginx_upstream(result).splitlines()), "    ```"]) + "\n")
