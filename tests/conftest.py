@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import pickle
 import socket
 import subprocess
@@ -114,27 +113,15 @@ class StrictBuild:
     stderr: str
 
 
-@pytest.fixture(scope="session")
-def strict_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> StrictBuild:
-    """The site built once per test run and shared by every xdist worker that reads it (the first to ask builds
-    it under a lock, the others wait and read the same directory): a build is 15-40 s of CPU, and three groups
-    read it (the site's files, the browser's, the timeline player's)."""
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    site, outcome = shared / "site", shared / "site-build.json"
-    with open(shared / "site-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not outcome.exists():
-            result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-                                    cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-            outcome.write_text(json.dumps({"returncode": result.returncode, "stderr": result.stderr}))
-    built = json.loads(outcome.read_text())
-    return StrictBuild(site, built["returncode"], built["stderr"])
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The folder every xdist worker of this run sees (the run's base temp; the worker's own without xdist)."""
+    return tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
 
 
 def shared_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: str, make: Callable[[], T]) -> T:
     """`make()` run once per test run, whichever xdist worker asks first (under a lock, the others wait), its
     result pickled where every worker reads it: for the expensive things several groups read unchanged."""
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    shared = shared_dir(tmp_path_factory, worker_id)
     result = shared / f"{name}.pickle"
     with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -144,6 +131,20 @@ def shared_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str, name: 
             partial.write_bytes(pickle.dumps(made))
             partial.rename(result)
     return pickle.loads(result.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def strict_build(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> StrictBuild:
+    """The site built once per test run and shared by every xdist worker that reads it (shared_once): a build is
+    15-40 s of CPU, and three groups read it (the site's files, the browser's, the timeline player's)."""
+    site = shared_dir(tmp_path_factory, worker_id) / "site"
+
+    def build() -> StrictBuild:
+        result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        return StrictBuild(site, result.returncode, result.stderr)
+
+    return shared_once(tmp_path_factory, worker_id, "site-build", build)
 
 
 @pytest.fixture(scope="session")
