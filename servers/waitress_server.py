@@ -10,7 +10,7 @@ Grows from: asyncio_executor.py (an event loop that does all the socket work
 and hands the blocking call to a fixed pool of threads), with waitress's own
 select loop in place of asyncio's and the whole application in the pool.
 
-Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--keep-alive]
+Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0] [--keep-alive]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Why a runner and not `waitress-serve`: waitress-serve installs no SIGTERM
@@ -43,6 +43,7 @@ from wsgi_app import make_app  # servers/ is on sys.path when this file runs
 HOST = "127.0.0.1"  # loopback only: binding every interface is a choice to make on purpose
 PORT = 8000
 DELAY = 0.1  # seconds of simulated database call per request
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 CLIENT_TIMEOUT = 10  # a client that goes quiet cannot hold a connection forever
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
@@ -136,6 +137,7 @@ def main() -> None:
     parser.add_argument("--host", default=HOST)
     parser.add_argument("--port", type=int, default=PORT)
     parser.add_argument("--delay", type=float, default=DELAY, help="seconds of simulated database call per request")
+    parser.add_argument("--work", type=int, default=WORK, help="iterations of simulated CPU work per request")
     parser.add_argument("--keep-alive", action="store_true",
                         help="keep connections open between requests (waitress's own behaviour), instead of closing")
     parser.add_argument("--threads", type=int, default=THREADS, help="task threads (waitress's default: 4)")
@@ -150,7 +152,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, request_stop)
 
     server = create_server(
-        make_app(args.delay),
+        make_app(args.delay, args.work),
         host=args.host,
         port=args.port,
         threads=args.threads,

@@ -29,6 +29,9 @@ from conftest import CATALOGUE, started
 from servers.sequential_sockets import simulated_cpu_work
 
 WORK_DESIGNS = [design for design in CATALOGUE.designs.values() if design.supports_work]
+# The real servers measured on free-threaded Python's CPU-bound and mixed workloads (18-free-threaded.toml): their
+# application, servers/wsgi_app.py, computes as our designs do, told by its runner's --work or APP_WORK={work}.
+REAL_SERVERS_WITH_WORK = {"gunicorn-gthread", "waitress", "granian-wsgi"}
 SCENARIO_WORK = CATALOGUE.scenario("cpu-bound").settings(quick=False).work  # about 5 ms a request
 HEAVY_WORK = 10 * SCENARIO_WORK  # about 50 ms: long enough that wall times are not noise
 PARALLEL_TRIES = 5
@@ -56,11 +59,12 @@ def usable_cpus() -> int:
 
 
 def test_every_hand_written_http_design_takes_work_and_the_cpu_bound_scenario_uses_six() -> None:
-    """One command line across the designs: every server file of ours takes --work; real servers do not."""
+    """One command line across the designs: every server file of ours takes --work; of the real servers, the three
+    thread designs the free-threaded page measures computing."""
     ours = {design.name for design in CATALOGUE.designs.values()
             if design.kind in ("http", "naive-http") and design.command[:2] == ["{python}", "{file}"]
             and design.file != "servers/waitress_server.py"}  # runs a real server: its app is wsgi_app.py
-    assert {design.name for design in WORK_DESIGNS} == ours
+    assert {design.name for design in WORK_DESIGNS} == ours | REAL_SERVERS_WITH_WORK
     assert set(CATALOGUE.scenario("cpu-bound").designs) <= ours
     assert len(CATALOGUE.scenario("cpu-bound").designs) == 6
 
@@ -92,15 +96,18 @@ def test_server_command_adds_work_only_when_asked(design: Design, tmp_path: Path
     without = launcher.server_command(design, 8000, 0.0, tmp_path, database=database)
     assert "--work" not in without
     assert launcher.server_command(design, 8000, 0.0, tmp_path, work=0, database=database) == without
-    assert launcher.server_command(design, 8000, 0.0, tmp_path, work=1234, database=database) == [
-        *without, "--work", "1234"]
+    asked = launcher.server_command(design, 8000, 0.0, tmp_path, work=1234, database=database)
+    if launcher.takes_work_in_command(design):  # a real server's application: APP_WORK in its own command
+        assert "APP_WORK=0" in without and asked == [part.replace("APP_WORK=0", "APP_WORK=1234") for part in without]
+    else:
+        assert asked == [*without, "--work", "1234"]
 
 
 def test_server_command_refuses_work_for_a_design_without_it(tmp_path: Path) -> None:
-    design = CATALOGUE.design("waitress")
+    design = CATALOGUE.design("gunicorn-sync")
     assert not design.supports_work
     assert "--work" not in launcher.server_command(design, 8000, 0.0, tmp_path / "none", work=0)  # none asked: fine
-    with pytest.raises(launcher.UnsupportedWorkError, match="waitress.*supports_work"):
+    with pytest.raises(launcher.UnsupportedWorkError, match="gunicorn-sync.*supports_work"):
         launcher.server_command(design, 8000, 0.0, tmp_path / "refused", work=5)
     assert not (tmp_path / "refused").exists()  # refused before anything was written
     with pytest.raises(launcher.UnsupportedWorkError, match="0 or more"):
@@ -110,10 +117,10 @@ def test_server_command_refuses_work_for_a_design_without_it(tmp_path: Path) -> 
 @pytest.mark.parametrize("command", [["check"], ["serve", "--port", "free"]], ids=["check", "serve"])
 def test_bench_refuses_work_for_a_design_without_it_as_bad_input(command: list[str]) -> None:
     command = [str(processes.free_port()) if part == "free" else part for part in command]  # 8000 may be busy
-    result = subprocess.run([sys.executable, "scripts/bench.py", *command, "waitress", "--work", "5"],
+    result = subprocess.run([sys.executable, "scripts/bench.py", *command, "gunicorn-sync", "--work", "5"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, result.stderr
-    assert "error: design 'waitress' cannot simulate CPU work (--work 5)" in result.stderr
+    assert "error: design 'gunicorn-sync' cannot simulate CPU work (--work 5)" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -148,11 +155,16 @@ work = 10
         load_catalogue(tmp_path)
 
 
+def work_file(design: Design) -> str:
+    """The file whose code computes a design's work: its own server file, or a real server's application."""
+    return "servers/wsgi_app.py" if design.name in REAL_SERVERS_WITH_WORK else design.file
+
+
 def test_every_server_that_takes_work_repeats_the_same_helper() -> None:
     """Rule 2 of STYLE.md: the same constant and the same helper, word for word, in every file."""
     helpers = set()
     for design in WORK_DESIGNS:
-        tree = ast.parse((REPO_ROOT / design.file).read_text(encoding="utf-8"))
+        tree = ast.parse((REPO_ROOT / work_file(design)).read_text(encoding="utf-8"))
         constants = {target.id for node in tree.body if isinstance(node, ast.Assign)
                      for target in node.targets if isinstance(target, ast.Name)}
         assert "WORK" in constants, design.file

@@ -56,8 +56,15 @@ def write_config(design: Design, port: int, delay: float, host: str, workdir: Pa
                          delay_ms=str(round(delay * 1000)))
 
 
+def takes_work_in_command(design: Design) -> bool:
+    """Whether the design's command passes the work itself (`APP_WORK={work}`: a real server running
+    servers/wsgi_app.py, whose command line belongs to the server) instead of taking `--work N` at its end."""
+    return any("{work}" in part for part in design.command)
+
+
 def work_arguments(design: Design, work: int) -> list[str]:
-    """`--work N` when work is asked (N > 0) of a design that supports it; nothing when none is asked."""
+    """`--work N` when work is asked (N > 0) of a design that supports it; nothing when none is asked, or when
+    its command takes `{work}` itself."""
     if work < 0:
         raise UnsupportedWorkError(f"--work takes a number of iterations, 0 or more, not {work}")
     if work == 0:
@@ -65,7 +72,7 @@ def work_arguments(design: Design, work: int) -> list[str]:
     if not design.supports_work:
         raise UnsupportedWorkError(f"design {design.name!r} cannot simulate CPU work (--work {work}): its "
                                    "catalogue entry does not say supports_work = true")
-    return ["--work", str(work)]
+    return [] if takes_work_in_command(design) else ["--work", str(work)]
 
 
 class DatabaseMissingError(LookupError):
@@ -143,7 +150,8 @@ def describe_interpreter(version: str) -> dict[str, str | None]:
 def server_command(design: Design, port: int, delay: float, workdir: Path,
                    host: str = processes.LOOPBACK, work: int = 0, python: str | None = None,
                    database: str | None = None) -> list[str]:
-    """Fill the design's command template (and its config file, if it has one); add --work N if asked.
+    """Fill the design's command template (and its config file, if it has one); add --work N if asked (a command
+    that takes `{work}` gets it there).
 
     `python` ("3.12") runs the design on that CPython instead of the one running the harness;
     `database` is the DSN for `{database}`.
@@ -157,7 +165,7 @@ def server_command(design: Design, port: int, delay: float, workdir: Path,
     config = write_config(design, port, delay, host, workdir)
     values = {"python": executable, "file": str(REPO_ROOT / design.file), "host": host,
               "port": str(port), "delay": f"{delay:g}", "config": str(config or ""), "workdir": str(workdir),
-              "database": database or ""}
+              "database": database or "", "work": str(work)}
     return [part.format(**values) for part in design.command] + extra
 
 
