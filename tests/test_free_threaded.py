@@ -226,6 +226,25 @@ def test_a_pair_renders_side_by_side_with_the_ratio_and_the_gil_state_of_each_ce
     assert "no run of it has come back" in render(tmp_path)[tmp_path / "generated" / "free-threaded-3.14-cpu.md"]
 
 
+def test_the_pair_table_shows_the_cpus_each_build_kept_busy(tmp_path: Path) -> None:
+    """CPU time over wall time, per run, the median: the mechanism beside the rate (one CPU under the GIL, two
+    without); a cell whose runs did not measure it says '–', never a number."""
+    written = place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
+    for python, cpus in (("3.13.5", 0.98), ("3.13.5t", 1.87)):
+        for design in written[python]["designs"]:
+            for run in design["runs"]:
+                if design["name"] == "thread-per-connection":
+                    run["server_resources"]["cpu_seconds"] = cpus * run["duration_s"]
+                elif python == "3.13.5t":
+                    run["server_resources"] = None
+        (tmp_path / "free-threaded" / f"free-threaded-cpu-{python}.json").write_text(json.dumps(written[python]))
+    table = render(tmp_path)[tmp_path / "generated" / "free-threaded-3.13-cpu.md"]
+    rows = {line.split("]")[0].lstrip("| ["): line for line in table.splitlines() if line.startswith("| [")}
+    assert "| 0.98 → 1.87 |" in rows["thread-per-connection"]
+    assert " → – |" in rows["process-pool"]
+    assert "CPUs busy, 3.13.5 → 3.13.5t" in table
+
+
 def test_a_cell_whose_runs_all_had_the_gil_off_says_so(tmp_path: Path) -> None:
     place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
     table = render(tmp_path)[tmp_path / "generated" / "free-threaded-3.13-cpu.md"]
@@ -244,6 +263,24 @@ def test_the_answer_gives_the_thread_designs_ratios_from_the_records(tmp_path: P
     # The fixture's runs of 3.14t lie wholly above those of 3.14 for this design: a difference it may claim.
     assert "; more beyond the spread of its runs;" in answer.splitlines()[1]
     assert "the best multi-process design's ([process-pool]" in answer
+
+
+def test_a_process_per_core_weighs_the_best_thread_design_against_the_best_process_design(tmp_path: Path) -> None:
+    """The ratio of medians, whether the runs overlap, and both memories (PSS), from the free-threaded record."""
+    written = place(tmp_path, "cpu", ("3.13.5", "3.13.5t"))
+    place(tmp_path, "hello", ("3.13.5", "3.13.5t"))
+    for design in written["3.13.5t"]["designs"]:
+        for run in design["runs"]:
+            run["server_resources"]["peak_pss_mib"] = 20.0 if design["name"] == "thread-per-connection" else 90.0
+    (tmp_path / "free-threaded" / "free-threaded-cpu-3.13.5t.json").write_text(json.dumps(written["3.13.5t"]))
+    line = render(tmp_path)[tmp_path / "generated" / "free-threaded.md"].splitlines()[-1]
+    records = free_threaded.load(tmp_path)["cpu"]
+    threads = free_threaded.best(records, "3.13.5t", free_threaded.THREADS)
+    processes = free_threaded.best(records, "3.13.5t", free_threaded.PROCESSES)
+    assert threads is not None and processes is not None
+    ratio = threads.cells["3.13.5t"]["rate"]["median"] / processes.cells["3.13.5t"]["rate"]["median"]
+    assert f"was {ratio:.2f}× the best multi-process design's ([process-pool]" in line
+    assert "the spread of their runs, in 20 MiB of PSS against 90" in line
 
 
 def test_the_answer_claims_no_difference_where_the_runs_overlap(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.records import RESULTS_DIR
 from harness.model.records import load_scenario_records
 from harness.model.records.gil_dependencies_record import GilDependenciesRecord
@@ -108,6 +109,23 @@ def rows(records: dict[str, ScenarioRecord]) -> list[Row]:
     return [Row(name, size, cells[(name, size)], limits[(name, size)]) for name, size in order]
 
 
+def cpus_busy(runs: list[Run], record: ScenarioRecord) -> float | None:
+    """The median number of CPUs the server's process group kept busy over a cell's runs (its CPU time over the
+    run's wall time): about 1 for threads under a GIL, up to 2 here where they compute at once."""
+    environment = record.environment
+    busy = [limits.server_busy(run, environment) for run in runs]
+    if not busy or any(share is None for share in busy):
+        return None
+    return statistics.median(busy) * limits.cpu_count(environment.pinning.server_cpu, environment)
+
+
+def cpus_label(row: Row, gil: str, free: str, records: dict[str, ScenarioRecord]) -> str:
+    """'1.00 → 1.78': the CPUs the server kept busy on the GIL build, then on the free-threaded one."""
+    values = [cpus_busy(row.cells[python]["runs"], records[python]) if python in row.cells else None
+              for python in (gil, free)]
+    return " → ".join("–" if value is None else f"{value:.2f}" for value in values)
+
+
 def gil_states(runs: list[Run]) -> str:
     """How the GIL was in a cell's runs, as the server's processes reported it after each run."""
     states = [run.gil for run in runs]
@@ -130,19 +148,20 @@ def pair_table(workload: str, gil: str, free: str, records: dict[str, ScenarioRe
     first = records[gil]
     settings, environment = first.settings, first.environment
     lines = [f"| design | requests/s, {gil} (GIL) | requests/s, {free} (free-threaded) | {free} / {gil} "
-             f"| GIL inside the {free} server |", "|---|--:|--:|--:|---|"]
+             f"| CPUs busy, {gil} → {free} | GIL inside the {free} server |", "|---|--:|--:|--:|--:|---|"]
     for row in rows(records):
         ratio = row.ratio(gil, free)
         gil_cell = rate_label(row.cells[gil], row.ceilings[gil], records[gil]) if gil in row.cells else "failed"
         free_cell = rate_label(row.cells[free], row.ceilings[free], records[free]) if free in row.cells else "failed"
         state = gil_states(row.cells[free]["runs"]) if free in row.cells else "–"
         lines.append(f"| {row.label} | {gil_cell} | {free_cell} | "
-                     f"{'–' if ratio is None else f'{ratio:.2f}'} | {state} |")
+                     f"{'–' if ratio is None else f'{ratio:.2f}'} | {cpus_label(row, gil, free, records)} | {state} |")
     failures = [f"{outcome.name} on {python}: {outcome.problems[0] if outcome.problems else outcome.status}"
                 for python, record in records.items() for outcome in record.designs if outcome.status != "ok"]
     lines += ["", f"*{WORKLOADS[workload]}; medians of {settings.repeat} runs of {settings.time_limit:g} s "
               f"({interval_name(settings.repeat)} in brackets), the two builds measured round robin; the server "
-              f"may use both CPUs, wrk runs on CPU {environment.pinning.load_tool_cpu} beside it; "
+              f"may use both CPUs, wrk runs on CPU {environment.pinning.load_tool_cpu} beside it; CPUs busy: the "
+              "server's CPU time over each run's wall time (its whole process group), the median of the runs; "
               f"{environment.cpu_model}, {environment.cpus_available} CPUs; commit `{environment.commit[:10]}`"
               f"{' (with uncommitted changes)' if environment.dirty else ''}, {first.started_utc} to "
               f"{first.finished_utc}; records `results/free-threaded/free-threaded-{workload}-<python>.json`.*"]
@@ -177,11 +196,28 @@ def span(values: dict[str, float]) -> str:
     return f"{low:.2f}×" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}× to {high:.2f}×"
 
 
-def best(records: dict[str, ScenarioRecord], python: str, names: list[str]) -> tuple[str, float] | None:
-    """The design (at any size) among `names` with the highest median on `python`, and that median."""
-    medians = [(row.label, row.cells[python]["rate"]["median"]) for row in rows(records) if records
-               and row.design in names and python in row.cells]
-    return max(medians, key=lambda item: item[1]) if medians else None
+def best(records: dict[str, ScenarioRecord], python: str, names: list[str]) -> Row | None:
+    """The row (a design at any size) among `names` with the highest median on `python`."""
+    candidates = [row for row in rows(records) if records and row.design in names and python in row.cells]
+    return max(candidates, key=lambda row: row.cells[python]["rate"]["median"]) if candidates else None
+
+
+def median_pss(row: Row, python: str) -> float | None:
+    """The median of a cell's runs' peak PSS (MiB, the whole process group); None if a run did not measure it."""
+    values = [run.server_resources.peak_pss_mib if run.server_resources else None for run in row.cells[python]["runs"]]
+    return statistics.median(values) if values and None not in values else None  # type: ignore[type-var]
+
+
+def threads_against_processes(thread_row: Row, process_row: Row, python: str) -> str:
+    """The best thread design against the best multi-process one on one build: the ratio of medians, whether their
+    runs overlap, and their memory."""
+    threads, processes = thread_row.cells[python]["rate"], process_row.cells[python]["rate"]
+    apart = (threads["interval_low"] > processes["interval_high"] or threads["interval_high"] < processes["interval_low"])
+    memory = [median_pss(thread_row, python), median_pss(process_row, python)]
+    return (f"the best thread design's median ({thread_row.label}) was {threads['median'] / processes['median']:.2f}× "
+            f"the best multi-process design's ({process_row.label}), "
+            f"{'beyond' if apart else 'within'} the spread of their runs"
+            + ("" if None in memory else f", in {memory[0]:.0f} MiB of PSS against {memory[1]:.0f}"))
 
 
 def outcome(row: Row, gil: str, free: str) -> str:
@@ -247,8 +283,7 @@ def answer(by: dict[str, dict[str, ScenarioRecord]], gil: str = "3.13.5", free: 
         thread_best, process_best = best(pairs.get(workload, {}), free, THREADS), best(pairs.get(workload, {}), free,
                                                                                       PROCESSES)
         if thread_best and process_best:
-            shares.append(f"{words}, the best thread design's median ({thread_best[0]}) was "
-                          f"{thread_best[1] / process_best[1]:.2f}× the best multi-process design's ({process_best[0]})")
+            shares.append(f"{words}, {threads_against_processes(thread_best, process_best, free)}")
     if shares:
         lines.append(f"- **A process per core, still?** On {free}: " + "; ".join(shares)
                      + ". Two CPUs, shared with the load tool.")
