@@ -2,7 +2,8 @@
 
 The site is built once per session (the strict build tests/conftest.py shares), served from 127.0.0.1 by http.server in a thread, and every
 page of the build (found on disk, so new pages are covered without a list here) is visited once
-at 1280 px and once at 390 px in one headless Chromium (Debian's, driven by Playwright). What a
+at 1280 px and once at 390 px in headless Chromium (Debian's, driven by Playwright; two at once, each
+visiting every other page). What a
 visit sees is kept, and the tests below assert on it, so each check fails on its own.
 
 Offline: Chromium sends every request for another host to a dead proxy (so it fails at once),
@@ -11,6 +12,7 @@ and the visit records it, so such a request is both blocked and a test failure.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import http.server
 import os
@@ -27,8 +29,8 @@ from harness.model.paths import REPO_ROOT
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-# The first test here waits for the whole visit (every page, twice, axe at 1280 px): about 2.5 min on an
-# idle 2-CPU machine, longer beside the other xdist workers. A generous bound, not pytest's usual 300 s.
+# The first test here waits for the whole visit (every page, twice, axe at 1280 px, two Chromiums at once):
+# minutes on a 2-CPU machine beside the other xdist workers. A generous bound, not pytest's usual 300 s.
 pytestmark = pytest.mark.timeout(900)
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
@@ -130,12 +132,8 @@ def site_url(built_site: Path) -> Iterator[str]:
 # every later test that calls asyncio.run() in-process (test_http_load, test_real_servers, ...) would fail.
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make install` installs Debian's chromium (scripts/install_system_packages.sh)")
     with playwright_api.sync_playwright() as playwright:
-        # Every host but 127.0.0.1 goes through a proxy on a closed port: the request fails at once.
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"],
-                                              proxy={"server": "http://127.0.0.1:9", "bypass": "127.0.0.1"})
+        chromium = launch(playwright)
         try:
             yield chromium
         finally:
@@ -169,52 +167,85 @@ def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
             current().failed_requests.append(f"{request.failure} {request.url}"))
 
 
-@pytest.fixture(scope="module")
-def visits(browser: object, site_url: str, built_site: Path) -> dict[str, Visit]:
-    """Visit every page at 1280 px (errors, requests, diagrams, images, overflow, axe, table widths), then at 390 px
-    (overflow)."""
+# The visit is split between two Chromiums, each in a thread of its own with its own Playwright and every
+# other page: most of a visit is the browser's own work (layout, the diagrams, axe), not this process's, and
+# one Chromium left the second CPU idle (the whole visit was the longest thing `make test` waited for).
+VISITORS = 2
+
+
+def launch(playwright: object) -> object:
+    """Headless Chromium that sends every host but 127.0.0.1 to a proxy on a closed port: such a request fails
+    at once."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make install` installs Debian's chromium (scripts/install_system_packages.sh)")
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"],
+                                      proxy={"server": "http://127.0.0.1:9", "bypass": "127.0.0.1"})
+
+
+def visit_pages(site_url: str, visits: list[Visit]) -> None:
+    """Visit each page at 1280 px (errors, requests, diagrams, images, overflow, axe, table widths), then at 390 px
+    (overflow), in a Chromium of this thread's own."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
+    visit_for: dict[str, Visit] = {}
+    with playwright_api.sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            for width in (WIDE, PHONE):
+                context = browser.new_context(viewport={"width": width, "height": 900})
+                context.add_init_script(OPEN_SHADOW_ROOTS)
+                page = context.new_page()
+                watch(page, visit_for, site_url)
+                try:
+                    for visit in visits:
+                        visit_for["current"] = visit
+                        visit_page(page, site_url, visit, width, axe)
+                finally:
+                    context.close()
+        finally:
+            browser.close()
+
+
+def visit_page(page: object, site_url: str, visit: Visit, width: int, axe: object) -> None:
+    path = visit.path
+    page.goto(site_url + path, wait_until="load")
+    if width == WIDE:
+        if page.locator(".mermaid").count():
+            try:  # a diagram that never renders is reported below, with the others
+                page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
+                    .every(el => el.shadowRoot && el.shadowRoot.querySelector("svg"))""", timeout=10_000)
+            except playwright_api.TimeoutError:
+                pass
+        visit.mermaid = page.evaluate(MERMAID)
+        visit.images = page.evaluate(IMAGES)
+        # The navigation (header, both sidebars, footer) is the same on every page: axe checks it on
+        # the home page, and only the article elsewhere (axe was 2-8 s a page, most of the visit).
+        violations = axe.run(page, context=None if path == "" else {"include": [[".md-content"]]}
+                             ).response["violations"]
+        visit.serious_violations = [
+            f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
+            for violation in violations if violation["impact"] in ("serious", "critical")]
+    visit.overflow[width] = page.evaluate(OVERFLOWING)
+    if width == PHONE:
+        visit.silent_scrollers = page.evaluate(SILENT_SCROLLERS)
+    if path in SCREENSHOT_OF and width == WIDE:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
+    if width == WIDE:  # last: it opens every collapsed block
+        visit.wide_tables, *counts = page.evaluate(TABLES)
+        visit.tables = tuple(counts)
+
+
+@pytest.fixture(scope="module")
+def visits(site_url: str, built_site: Path) -> dict[str, Visit]:
+    """Every page visited (visit_pages), by VISITORS Chromiums at once, each taking every VISITORS-th page."""
     visits = {path: Visit(path) for path in page_paths(built_site)}
     assert visits, "the build has no pages"
-    visit_for: dict[str, Visit] = {}
-    for width in (WIDE, PHONE):
-        context = browser.new_context(viewport={"width": width, "height": 900})
-        context.add_init_script(OPEN_SHADOW_ROOTS)
-        page = context.new_page()
-        watch(page, visit_for, site_url)
-        try:
-            for path, visit in visits.items():
-                visit_for["current"] = visit
-                page.goto(site_url + path, wait_until="load")
-                if width == WIDE:
-                    if page.locator(".mermaid").count():
-                        try:  # a diagram that never renders is reported below, with the others
-                            page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
-                                .every(el => el.shadowRoot && el.shadowRoot.querySelector("svg"))""", timeout=10_000)
-                        except playwright_api.TimeoutError:
-                            pass
-                    visit.mermaid = page.evaluate(MERMAID)
-                    visit.images = page.evaluate(IMAGES)
-                    # The navigation (header, both sidebars, footer) is the same on every page: axe checks it on
-                    # the home page, and only the article elsewhere (axe was 2-8 s a page, most of the visit).
-                    violations = axe.run(page, context=None if path == "" else {"include": [[".md-content"]]}
-                                         ).response["violations"]
-                    visit.serious_violations = [
-                        f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
-                        for violation in violations if violation["impact"] in ("serious", "critical")]
-                visit.overflow[width] = page.evaluate(OVERFLOWING)
-                if width == PHONE:
-                    visit.silent_scrollers = page.evaluate(SILENT_SCROLLERS)
-                if path in SCREENSHOT_OF and width == WIDE:
-                    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
-                if width == WIDE:  # last: it opens every collapsed block
-                    visit.wide_tables, *counts = page.evaluate(TABLES)
-                    visit.tables = tuple(counts)
-        finally:
-            context.close()
+    shares = [list(visits.values())[start::VISITORS] for start in range(VISITORS)]
+    with concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
+        for done in [pool.submit(visit_pages, site_url, share) for share in shares]:
+            done.result()  # a visitor's exception, raised here
     return visits
 
 

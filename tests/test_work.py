@@ -11,6 +11,7 @@ of the line a design is on, on a busy 2-CPU machine too.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import os
 import subprocess
 import sys
@@ -218,26 +219,53 @@ def test_threads_and_the_event_loop_compute_one_request_at_a_time(name: str, tmp
     assert cpu / elapsed < 1.3, f"{name}: {cpu:.2f} s of CPU in {elapsed:.2f} s: more than one CPU at once"
 
 
+def computing(work: int) -> float:
+    """One computation in a process of its own (a ProcessPoolExecutor's worker); returns its CPU seconds."""
+    started_at = time.process_time()
+    simulated_cpu_work(work)
+    return time.process_time() - started_at
+
+
+def plain_parallelism(pool: concurrent.futures.ProcessPoolExecutor, work: int) -> float:
+    """CPU seconds per wall second of two plain processes computing at once: what the machine gives two processes
+    right now (about 2 when it is idle, about 1.5 beside a busy loop pinned to one of two CPUs)."""
+    started_at = time.perf_counter()
+    cpu = sum(pool.map(computing, [work, work]))
+    return cpu / (time.perf_counter() - started_at)
+
+
 @pytest.mark.alone  # other tests running meanwhile would take the second CPU it measures
 @pytest.mark.parametrize("name", ["prefork", "process-pool"])
 def test_processes_compute_on_two_cpus_at_once(name: str, tmp_path: Path) -> None:
     """Two simultaneous ~100 ms computations in two workers keep two CPUs busy at once.
 
-    Measured as server CPU time over wall time (about 2 here; threads never pass 1). Other
-    load on the machine can hide the parallelism but never fake it, so the best of a few
-    tries, spread over two seconds, counts. ~100 ms, not ~50: /proc counts whole ticks.
+    Measured as server CPU time over wall time, against the same two computations in two plain processes
+    measured just before (about 2 on an idle machine; threads never pass 1). The machine decides the ceiling: a
+    neighbour busy on one CPU leaves about 1.5, so the bound is relative to what two plain processes got, not a
+    fixed 1.4 (which failed beside a busy loop at 1.09 and 1.32). Workers that take turns stay near 1 whatever the
+    ceiling; the bound asks for at least 40% of the parallelism beyond one CPU the plain processes reached. Other
+    load can hide the parallelism but never fake it, so the best of a few tries counts. ~100 ms, not ~50: /proc
+    counts whole ticks.
     """
     if usable_cpus() < 2:
         pytest.skip(f"needs 2 CPUs to compute in parallel; this process may use {usable_cpus()}")
-    ratios = []
-    with started(CATALOGUE.design(name), tmp_path, work=2 * HEAVY_WORK) as server:
+    tries: list[tuple[float, float]] = []  # (server's CPU seconds per wall second, two plain processes')
+    with concurrent.futures.ProcessPoolExecutor(2) as pool, \
+            started(CATALOGUE.design(name), tmp_path, work=2 * HEAVY_WORK) as server:
+        list(pool.map(computing, [0, 0]))  # both pool processes started
         probe.get(server.host, server.port)  # every worker past its first request
         for _ in range(PARALLEL_TRIES):
+            plain = plain_parallelism(pool, 2 * HEAVY_WORK)
             before = group_cpu_seconds(server)
             elapsed, statuses = simultaneous_gets(server.host, server.port, 2)
-            ratios.append((group_cpu_seconds(server) - before) / elapsed)
+            tries.append(((group_cpu_seconds(server) - before) / elapsed, plain))
             assert statuses == [200] * 2
-            if ratios[-1] >= 1.4:
+            if any(ratio >= 1 + 0.4 * (plain - 1) and plain >= 1.25 for ratio, plain in tries):
                 break
             time.sleep(0.4)  # let a burst of other load pass
-    assert max(ratios) >= 1.4, f"{name}: CPU seconds per wall second {ratios}: the workers took turns"
+    rounded = [(round(ratio, 2), round(plain, 2)) for ratio, plain in tries]
+    if max(plain for _, plain in tries) < 1.25:
+        pytest.skip(f"two plain processes never reached 1.25 CPU seconds per wall second {rounded}: the machine "
+                    "gives this test one CPU at a time just now, so it cannot tell two CPUs at once from turns")
+    assert any(ratio >= 1 + 0.4 * (plain - 1) and plain >= 1.25 for ratio, plain in tries), \
+        f"{name}: (server, two plain processes) CPU seconds per wall second {rounded}: the workers took turns"
