@@ -64,6 +64,7 @@ from harness.suites import (  # noqa: E402
     streaming,
 )
 from harness.system import cpu_quota, launcher, processes  # noqa: E402
+from harness.suites.hostile import emfile_settings  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -196,6 +197,11 @@ def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile/):
     run, print the matrix, exit 1 when a design died or did not start."""
+    if args.emfile_settings:
+        path, settings_record = emfile_settings.run_emfile_settings(catalogue, args.quick, args.out)
+        print(survival.emfile_settings_table(settings_record))
+        print(f"Wrote {path}")
+        return EXIT_OK  # a server that spins or loses connections is a finding, recorded
     path, record = hostile.run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs)
     print(survival.matrix_tables(record))
     print(f"Wrote {path}")
@@ -356,6 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     hostile.add_argument("--out", type=Path, help="directory for hostile.json (default: results/ for a complete "
                                                    "full run, build/results/ otherwise)")
     hostile.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
+    hostile.add_argument("--emfile-settings", action="store_true",
+                         help="case 15 only, against the real servers at their defaults and with their own cap "
+                              "(scripts/catalogue/hostile/emfile-settings.toml; results/hostile-emfile-settings.json)")
     hostile.set_defaults(handler=command_hostile)
     how_fast_parser = commands.add_parser("how-fast", help="measure the how-fast steps, or profile the fastest design")
     how_fast.add_arguments(how_fast_parser)

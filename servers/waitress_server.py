@@ -11,6 +11,7 @@ and hands the blocking call to a fixed pool of threads), with waitress's own
 select loop in place of asyncio's and the whole application in the pool.
 
 Run:   python servers/waitress_server.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0] [--keep-alive]
+       [--threads 4] [--connection-limit 100]
 Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
 
 Why a runner and not `waitress-serve`: waitress-serve installs no SIGTERM
@@ -50,6 +51,7 @@ DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closin
 POLL_INTERVAL = 0.5  # how often the loop looks at the stop flag
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 THREADS = 4  # waitress's default: requests whose application runs at the same time
+CONNECTION_LIMIT = 100  # waitress's default: past it, it stops accepting (the next clients wait in the backlog)
 
 
 # --8<-- [start:model]
@@ -141,6 +143,8 @@ def main() -> None:
     parser.add_argument("--keep-alive", action="store_true",
                         help="keep connections open between requests (waitress's own behaviour), instead of closing")
     parser.add_argument("--threads", type=int, default=THREADS, help="task threads (waitress's default: 4)")
+    parser.add_argument("--connection-limit", type=int, default=CONNECTION_LIMIT,
+                        help="open connections before waitress stops accepting (its default: 100)")
     args = parser.parse_args()
 
     stopping: list[bool] = []  # becomes non-empty on SIGINT/SIGTERM
@@ -156,6 +160,7 @@ def main() -> None:
         host=args.host,
         port=args.port,
         threads=args.threads,
+        connection_limit=args.connection_limit,
         max_request_header_size=MAX_HEAD_BYTES,
         channel_timeout=CLIENT_TIMEOUT,
         cleanup_interval=CLIENT_TIMEOUT,  # how often idle connections are looked for (default 30 s)

@@ -167,8 +167,8 @@ def test_the_checks_fail_on_a_setting_nobody_listed(tmp_path: Path) -> None:
                                SERVERS["uvicorn"]) == ["--backlog 128 is not listed"]
     assert undisclosed_nginx("http {\n    keepalive_timeout 5s;\n    sendfile on;\n}\n", SERVERS["nginx"]) == ["sendfile"]
     runner = tmp_path / "runner.py"
-    runner.write_text("LIMIT = 7\nserver = create_server(app, host=HOST, threads=4, connection_limit=LIMIT)\n")
-    assert undisclosed_waitress(runner, SERVERS["Waitress"]) == ["connection_limit = 7 (default 100) is not listed"]
+    runner.write_text("LIMIT = 7\nserver = create_server(app, host=HOST, threads=4, outbuf_overflow=LIMIT)\n")
+    assert undisclosed_waitress(runner, SERVERS["Waitress"]) == ["outbuf_overflow = 7 (default 1048576) is not listed"]
 
 
 def test_the_methodology_page_links_the_reference_page_that_shows_the_list() -> None:

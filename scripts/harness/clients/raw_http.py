@@ -124,6 +124,49 @@ def reset(conn: socket.socket) -> None:
     conn.close()
 
 
+def closed_by_peer(conn: socket.socket) -> bool:
+    """Whether the server has closed this connection (EOF or reset waiting on it), looked at without waiting and
+    without taking anything from it; a connection with data waiting (an answer) is not counted as closed."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False  # open, nothing to read
+    except OSError:
+        return True  # reset (ECONNRESET) or otherwise gone
+
+
+def ask_each(connections: list[socket.socket], request: bytes, within: float) -> dict[str, int]:
+    """Send `request` on every connection at once, then wait up to `within` s: how many got a status line
+    ("answered"), were closed or reset before one ("closed"), or got nothing ("silent")."""
+    counts = {"answered": 0, "closed": 0, "silent": 0}
+    received: dict[socket.socket, bytes] = {}
+    for conn in connections:
+        try:
+            conn.sendall(request)
+            received[conn] = b""
+        except OSError:  # already reset, or its send side shut
+            counts["closed"] += 1
+    deadline = time.monotonic() + within
+    with selectors.DefaultSelector() as selector:
+        for conn in received:
+            selector.register(conn, selectors.EVENT_READ)
+        while selector.get_map() and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                conn = key.fileobj
+                try:
+                    chunk = conn.recv(65536)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                received[conn] += chunk
+                if STATUS_LINE.match(received[conn]) or not chunk:
+                    counts["answered" if STATUS_LINE.match(received[conn]) else "closed"] += 1
+                    selector.unregister(conn)
+        counts["silent"] += len(selector.get_map())
+    return counts
+
+
 def open_many(host: str, port: int, count: int, within: float = 2.0) -> tuple[list[socket.socket], int]:
     """Start `count` connections at once (non-blocking); return the established ones and how many were not."""
     pending: list[socket.socket] = []

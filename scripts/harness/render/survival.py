@@ -14,6 +14,8 @@ is missing, so the page always builds:
   whether the two agree;
 - survive-emfile.md: case 15 (EMFILE) in sentences: which designs spun at the limit, which stayed
   quiet there, which never reached it, and every design's figures.
+- survive-emfile-settings.md: case 15 against Waitress, Gunicorn gthread and Granian at their defaults
+  and with their own cap on connections (results/hostile-emfile-settings.json).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ import tomllib
 from pathlib import Path
 
 from harness.model.catalogue import CATALOGUE_DIR
-from harness.model.records.hostile_record import CaseResult, DesignResult, EmfileFigures, HostileRecord
+from harness.model.records.hostile_record import (CaseResult, DesignResult, EmfileFigures, EmfileSettingRun,
+                                                  EmfileSettingsRecord, HostileRecord)
 from harness.model.records.typed import Typed
 from harness.render.presentation import design_link, wide_table
 from harness.render.generated_header import HEADER
 
 LIMITS_FILE = CATALOGUE_DIR / "hostile" / "limits.toml"
 RECORD_NAME = "hostile.json"
+SETTINGS_RECORD_NAME = "hostile-emfile-settings.json"  # suites/hostile/emfile_settings.py
 # The cases are described on docs/survive.md; the reference page's grids link there (an absolute link, checked).
 CASE_PAGE = "/survive.md"
 MARKS = {"robust": "✔", "weak": "⚠", "stalled": "✘", "died": "☠", "n/a": "–"}  # in every common font
@@ -342,6 +346,72 @@ def emfile_page(record: HostileRecord | None) -> str:
     return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
 
 
+def load_settings_record(results_dir: Path) -> EmfileSettingsRecord | None:
+    """results_dir/hostile-emfile-settings.json, typed; None before it is measured."""
+    path = results_dir / SETTINGS_RECORD_NAME
+    if not path.exists():
+        return None
+    return EmfileSettingsRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
+
+
+def settings_run_cells(run: EmfileSettingRun, busy_share: float) -> list[str]:
+    """One run's cells: CPU while held, processes at the limit, the held connections asked again after the hold,
+    EMFILE lines in the server's log, processes replaced, the probe after."""
+    result = run.result
+    figures = None if result is None else result.figures
+    if result is None or figures is None:
+        return [f"not measured: {_escape(run.problem or (result.errors[0] if result and result.errors else '?'))}",
+                "–", "–", "–", "–", "–"]
+    busy = " (a busy loop)" if figures.cpu_share > busy_share else ""
+    asked = ("–" if figures.held_answered is None else
+             f"{figures.held_answered} / {figures.held_closed} / {figures.held_silent} of {figures.connections_held}")
+    logged = "–" if run.emfile_logged is None else str(run.emfile_logged)
+    replaced = "–" if run.processes_replaced is None else str(run.processes_replaced)
+    after = result.probe_after
+    probe = "dead" if after is None else str(after.status) if after.status else _escape(after.error or "no answer")
+    return [f"{figures.cpu_share:.0%}{busy}", f"{figures.at_limit} of {figures.processes}", asked, logged, replaced,
+            probe]
+
+
+def emfile_settings_table(record: EmfileSettingsRecord | None) -> str:
+    """Each server's cap: case 15 at its defaults and with the cap, side by side, and what was measured."""
+    if record is None:
+        return (f"*Not measured yet: `results/{SETTINGS_RECORD_NAME}` does not exist. "
+                "`python scripts/bench.py hostile --emfile-settings` measures it.*\n")
+    busy_share = 0.5 if record.case.busy_cpu_share is None else record.case.busy_cpu_share
+    within = record.case.ask_held_within
+    lines = ["| Server (design) | Run | CPU while held | Processes at the limit | "
+             "Held connections asked again: answered / closed / nothing | EMFILE lines in its log | "
+             "Processes replaced | Probe after |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in record.rows:
+        setting = row.setting
+        for label, run in (("defaults", row.default),
+                           (f"[`{setting.setting}`]({setting.source}) {setting.value}", row.with_setting)):
+            lines.append(f"| {setting.server} ({design_link(setting.design)}) | {label} | "
+                         + " | ".join(settings_run_cells(run, busy_share)) + " |")
+    first = next((run.result.figures for row in record.rows for run in (row.default, row.with_setting)
+                  if run.result is not None and run.result.figures is not None), None)
+    held = (f"each process's limit lowered, once it answered, to what it held + {first.headroom}, then "
+            f"{first.hold_seconds:g} s of held connections past it" if first else "case 15")
+    defaults = "; ".join(f"{row.setting.server} `{row.setting.setting}`: {_escape(row.setting.default)}"
+                         for row in record.rows)
+    versions = ", ".join(f"{name} {version}" for name, version in record.environment.tools.items())
+    asked = ("" if within is None else
+             f"*Asked again*: after the hold, before closing them, a GET on every held connection, and what came "
+             f"back within {within:g} s: a status line, a close, or nothing (a client in the backlog of a server "
+             "at its limit, or on a connection no thread reads). ")
+    return (wide_table("\n".join(lines) + "\n") + "\n"
+            f"Case 15 as on the matrix ({held}), at each server's defaults and then with its setting, one "
+            f"after the other in one run, each with a server of its own. More than {busy_share:.0%} of a CPU is a "
+            f"busy loop. {asked}*EMFILE lines*: lines of the server's stderr naming `Too many open files`, over "
+            "the whole case; *processes replaced*: processes of the server's group after the probe that were not "
+            f"there before the case (a worker that died and was started again). The documented defaults: "
+            f"{defaults}. {versions}; commit `{record.environment.commit[:10]}`"
+            f"{' (with uncommitted changes)' if record.environment.dirty else ''}; {record.mode} run of "
+            f"{record.started_utc}.\n")
+
+
 def survival_files(results_dir: Path, generated_dir: Path, plots_dir: Path) -> dict[Path, str]:
     """Every file this piece renders, by path, from results_dir/hostile.json (or saying it is missing), and the
     download survive-details.csv beside the plots."""
@@ -355,4 +425,6 @@ def survival_files(results_dir: Path, generated_dir: Path, plots_dir: Path) -> d
                                                                   "scripts/catalogue/hostile/limits.toml")
         + limits_page(record),
         generated_dir / "survive-emfile.md": header + emfile_page(record),
+        generated_dir / "survive-emfile-settings.md": HEADER.format(source=f"results/{SETTINGS_RECORD_NAME}")
+        + emfile_settings_table(load_settings_record(results_dir)),
     }

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,15 +61,17 @@ PROXY_START = threading.Lock()
 
 @contextlib.contextmanager
 def launched(design: Design, delay: float, log_dir: Path, behind_nginx: bool = False,
-             database: str | None = None) -> Iterator[Server]:
+             database: str | None = None, extra_arguments: Sequence[str] = ()) -> Iterator[Server]:
     """Start a design (with a simulated call of `delay` seconds) the way the harness and tests start it; the one
     place these suites launch servers.
 
     With behind_nginx, with PROXY_TEMPLATE in front; `database` is the DSN a database design talks to
-    (launcher.database_for). Every process is stopped on the way out.
+    (launcher.database_for); extra_arguments follow the design's command (a setting of a real server). Every
+    process is stopped on the way out.
     """
     port = processes.free_port()
-    with launcher.running_design(design, port, delay, log_dir, database=database) as server, \
+    with launcher.running_design(design, port, delay, log_dir, database=database,
+                                 extra_arguments=extra_arguments) as server, \
             contextlib.ExitStack() as front:
         proxy = None
         if behind_nginx:

@@ -74,6 +74,8 @@ class HostileCase(Typed):
     busy_cpu_share: float | None = optional()  # emfile: more than this share of a CPU is a busy loop
     body_bytes: int | None = optional()  # expect-continue: the body announced
     wait_for_interim: float | None = optional()  # expect-continue: seconds to wait for 100 before sending
+    # emfile: after the hold, a GET on every held connection, answers counted for this many seconds (absent: not asked)
+    ask_held_within: float | None = optional()
 
     @property
     def column(self) -> str:
@@ -103,6 +105,16 @@ class EmfileFigures(Typed):
     connections_held: int
     never_connected: int
     headroom: int  # descriptors each process could open beyond what it held
+    # At the end of the hold, before the case closed them: held connections the server had closed (EOF or reset), so
+    # their clients lost them; and processes of the group that were not there when the limit was lowered (a worker
+    # that died and was started again). Absent in records measured before they were counted.
+    closed_by_server: int | None = optional()
+    processes_started: int | None = optional()
+    # With the case's ask_held_within: a GET on every held connection after the hold, and what came back in time:
+    # a status line, a close before one, or nothing (the clients a server at its limit leaves waiting).
+    held_answered: int | None = optional()
+    held_closed: int | None = optional()
+    held_silent: int | None = optional()
 
 
 class VariantOutcome(Typed):
@@ -202,3 +214,54 @@ class HostileRecord(Typed):
 
     def case(self, case_id: str) -> HostileCase | None:
         return next((case for case in self.cases if case.id == case_id), None)
+
+
+class EmfileSetting(Typed):
+    """A real server's own setting that caps the connections it holds (scripts/catalogue/hostile/emfile-settings.toml),
+    as its documentation states it, and the arguments that set it on our runner."""
+
+    server: str
+    design: str  # the catalogue's design it is measured on
+    setting: str
+    source: str  # its documentation
+    default: str  # the default, in the documentation's words
+    value: str  # the value measured
+    arguments: list[str]  # appended to the design's command
+    why: str  # why this value
+
+
+class EmfileSettingRun(Typed):
+    """Case 15 against one server, at its defaults (no arguments) or with the setting."""
+
+    arguments: list[str]
+    command: list[str] | None  # None: it did not start
+    result: CaseResult | None  # None: it did not start
+    problem: str | None = optional()  # why there is no result
+    # Around the whole case, probe after included: the server's stderr lines that name EMFILE ("Too many open
+    # files"), and the processes of its group at the end that were not there before the case (workers replaced).
+    emfile_logged: int | None = optional()
+    processes_replaced: int | None = optional()
+
+
+class EmfileSettingRow(Typed):
+    """One setting: case 15 at the server's defaults and with the setting, one after the other in one run."""
+
+    setting: EmfileSetting
+    default: EmfileSettingRun
+    with_setting: EmfileSettingRun
+
+
+class EmfileSettingsRecord(Typed):
+    """results/hostile-emfile-settings.json (suites/hostile/emfile_settings.py; build/results/ for a quick run)."""
+
+    SCHEMA: ClassVar[int | None] = 1
+
+    schema: int
+    kind: str  # "emfile-settings"
+    mode: str  # "full" or "quick"
+    settings: HostileSettings
+    case: HostileCase  # case 15 as the catalogue gave it
+    environment: Environment
+    started_utc: str
+    finished_utc: str
+    rows: list[EmfileSettingRow]

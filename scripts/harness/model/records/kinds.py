@@ -8,7 +8,7 @@ from typing import Any
 from harness.model.records.conformance_record import ConformanceRecord
 from harness.model.records.deployment_records import OverloadRecord, RaceRecord
 from harness.model.records.gil_dependencies_record import GilDependenciesRecord
-from harness.model.records.hostile_record import HostileRecord
+from harness.model.records.hostile_record import EmfileSettingsRecord, HostileRecord
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
 from harness.model.records.instructions_record import InstructionsRecord
@@ -29,6 +29,7 @@ RECORD_KINDS: dict[str, type[Typed]] = {
     "cpu-quota": QuotaRecord,
     "conformance": ConformanceRecord,
     "hostile": HostileRecord,
+    "emfile-settings": EmfileSettingsRecord,
     "how-fast-steps": StepsRecord,
     "profile": ProfileRecord,
     "instructions": InstructionsRecord,

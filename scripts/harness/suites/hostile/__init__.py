@@ -4,6 +4,8 @@
                 each case kind: the bytes it sends, how it judges what comes back
     run.py      every case against every design: the probes, fd/thread counts and resources
                 measured around each case, a design restarted after it dies, the record
+    emfile_settings.py  case 15 against real servers at their defaults and with their own cap on
+                connections (`bench.py hostile --emfile-settings`, results/hostile-emfile-settings.json)
     clients/raw_http.py (a layer down) is the client that sends raw bytes and reads what comes back.
 
 `bench.py hostile` calls run_suite (run.py's, the package's one entry point); the record is

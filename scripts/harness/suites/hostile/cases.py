@@ -307,6 +307,9 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
     return [Variant("stalled reader", True, "200", None, note)]
 
 
+EMFILE_QUESTION = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # sent on every held connection after the hold
+
+
 def emfile_case(target: Target, case: Case) -> list[Variant]:
     """Lower the running server's open-files limit, hold more connections than it allows, measure its CPU meanwhile.
 
@@ -314,6 +317,7 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
     answering; the case then holds that many per process plus `emfile_beyond` (at most
     `emfile_connections`), so the rest wait in the backlog, the listener stays readable, and a loop
     that goes back to it after EMFILE spins. The CPU counts only while a process is at its limit.
+    With the case's ask_held_within, a GET then goes on every held connection, and the answers are counted.
     """
     settings = target.settings
     headroom, hold = settings.emfile_headroom, settings.emfile_hold
@@ -330,6 +334,10 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
             time.sleep(hold)
         at_limit_after = at_limit(lowered)
         held_fds, _ = processes.group_counts(target.pgid)
+        closed = sum(1 for conn in connections if raw_http.closed_by_peer(conn))  # before we close them ourselves
+        started = len(set(processes.group_pids(target.pgid)) - {entry.pid for entry in lowered})
+        asked = (raw_http.ask_each(connections, EMFILE_QUESTION, case.ask_held_within)
+                 if case.ask_held_within is not None else None)
         cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
             if sampler.first and sampler.last else 0.0
     share = cpu / hold
@@ -345,8 +353,19 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
         note += "; no process reached its limit: it never accepted past it"
     if refused:
         note += f"; {refused} never connected"
+    if closed:
+        note += f"; the server closed {closed} of the held connections"
+    if started:
+        note += f"; {started} process{'es' if started > 1 else ''} started during the case (a worker replaced)"
+    if asked is not None:
+        note += (f"; asked again after the hold, {asked['answered']} held connections answered within "
+                 f"{case.ask_held_within:g} s, {asked['closed']} were closed, {asked['silent']} got nothing")
     figures = EmfileFigures(cpu_share=round(share, 3), hold_seconds=hold, processes=len(lowered), at_limit=over,
-                            connections_held=len(connections), never_connected=refused, headroom=headroom)
+                            connections_held=len(connections), never_connected=refused, headroom=headroom,
+                            closed_by_server=closed, processes_started=started,
+                            held_answered=None if asked is None else asked["answered"],
+                            held_closed=None if asked is None else asked["closed"],
+                            held_silent=None if asked is None else asked["silent"])
     return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note, figures=figures)]
 
 
