@@ -88,7 +88,9 @@ async def app(scope: dict, receive, send) -> None:
         return await lifespan(receive, send)
     if scope["type"] != "http":
         return  # websocket events: nothing to refuse
-    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    # No `connection: close`: the server keeps the connection for the client's next request (issue 31), and closes
+    # it when the client asks (a keep-alive-off run's wrk sends Connection: close).
+    headers = [(b"content-type", b"text/plain; charset=utf-8")]
     if scope["method"] != "GET":
         status, body = 405, b"405 Method Not Allowed\n"
     else:
@@ -97,8 +99,8 @@ async def app(scope: dict, receive, send) -> None:
             big = scope["path"] == "/big"
             status, body = 200, BIG_BODY if big else BODY
             content_type = b"text/plain" if big else b"text/html; charset=utf-8"
-            headers = [(b"content-type", content_type), (b"connection", b"close"),
-                       (b"x-query-result", result.encode()), (b"x-pool-wait-us", str(waited_us).encode())]
+            headers = [(b"content-type", content_type), (b"x-query-result", result.encode()),
+                       (b"x-pool-wait-us", str(waited_us).encode())]
         except (IndexError, *DATABASE_ERRORS) as error:  # no pool (no lifespan), a failed query, or no connection
             print(f"database error: {error!r}", file=sys.stderr, flush=True)
             status, body = 503, b"503 Service Unavailable: the database call failed\n"

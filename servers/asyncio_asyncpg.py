@@ -11,13 +11,16 @@ the loop's own sockets. GET /db and GET /queries ask single and
 multiple whatever --query says (TechEmpower's paths). The answer is the usual
 page; the header X-Query-Result says what the database returned, and
 X-Pool-Wait-Us how long the request waited for a free connection.
+Connections stay open between requests (HTTP/1.1 keep-alive): the coroutine
+waits for the next request's first byte, up to KEEP_ALIVE_TIMEOUT, or until a
+stop, which closes an idle connection at once.
 Grows from: asyncio_streams.py (asyncio.sleep(delay) becomes a query on a
 pooled connection).
 
 Run:   python servers/asyncio_asyncpg.py --dsn postgresql://bench@127.0.0.1:5432/bench [--query sleep]
        [--pool-size 16] [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
        (or set DATABASE_URL; python scripts/bench.py serve asyncio-asyncpg starts a scratch PostgreSQL)
-Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/db   or   ab -k -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: at most POOL_SIZE queries at once, however many
 coroutines: the others wait in the pool's queue, up to POOL_TIMEOUT. A request
@@ -53,6 +56,7 @@ BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
+KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed after this
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 # As many connections as threads_psycopg_pool.py has: the same number of queries out at once.
@@ -60,7 +64,7 @@ POOL_SIZE = 16
 POOL_TIMEOUT = 10.0  # how long a coroutine waits for a free connection before its request is dropped
 CONNECT_TIMEOUT = 10.0  # at start, every connection of the pool must be open within this
 QUERIES = ("sleep", "single", "multiple")  # --query: what each request asks the database
-PATH_QUERIES = {"/db": "single", "/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
+PATH_QUERIES = {b"/db": "single", b"/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
 WORLD_ROWS = 10_000  # rows in the world table (harness/system/postgres.py seeds it)
 MULTIPLE_ROWS = 20  # rows read by --query multiple, one query each
 # The driver's errors: the server's (a failed query) and the client library's (a connection lost mid-query).
@@ -80,12 +84,10 @@ async def serve_forever(host: str, port: int, delay: float, cpu_work: int, pool:
     """Serve until SIGINT/SIGTERM, then give the requests in flight SHUTDOWN_GRACE to finish."""
     stopping = stop_on_signals()  # an Event, set on SIGINT/SIGTERM
     handlers: set[asyncio.Task[None]] = set()
-
     def start_handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        handler = asyncio.create_task(handle_request(reader, writer, delay, cpu_work, pool, query))
+        handler = asyncio.create_task(handle_connection(reader, writer, delay, cpu_work, pool, query, stopping))
         handlers.add(handler)  # the loop keeps only a weak reference to a task: we keep it alive
         handler.add_done_callback(handlers.discard)
-
     server = await asyncio.start_server(start_handler, host, port, limit=MAX_HEAD_BYTES, backlog=BACKLOG)
     host, port = server.sockets[0].getsockname()[:2]
     print(f"Serving on http://{host}:{port}/ (query {query}, delay {delay} s); Ctrl-C stops", flush=True)
@@ -93,23 +95,25 @@ async def serve_forever(host: str, port: int, delay: float, cpu_work: int, pool:
     await stop_gracefully(server, handlers)
 
 
-async def handle_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
-                         cpu_work: int, pool: asyncpg.Pool, query: str) -> None:
-    """Answer one connection completely, then close it."""
+async def handle_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float,
+                            cpu_work: int, pool: asyncpg.Pool, query: str, stopping: asyncio.Event) -> None:
+    """Answer requests on one connection until the client, a timeout or a stop ends it, then close it."""
+    keep_alive = True
     try:
-        try:
-            async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head
-                method, path = parse_request_head(await read_request_head(reader))
-            if method != "GET":
-                raise RequestError(405)
-            result, waited = await run_query(pool, PATH_QUERIES.get(path, query), delay)  # only this coroutine waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
-            response = add_headers(build_page_response(path), {"X-Query-Result": result, "X-Pool-Wait-Us": f"{waited}"})
-        except RequestError as error:
-            response = build_refusal(error.status)
-        writer.write(response)
-        async with asyncio.timeout(SEND_TIMEOUT):  # one deadline for the whole answer
-            await writer.drain()  # returns once the socket has taken the bytes
+        while keep_alive and (first := await next_request_begins(reader, stopping)):  # b"": closed, idle or stop
+            try:
+                async with asyncio.timeout(HEAD_TIMEOUT):  # one deadline for the whole head, from its first byte
+                    method, target, keep_alive = parse_request_head(first + await read_request_head(reader))
+                if method != "GET":
+                    raise RequestError(405)
+                result, waited = await run_query(pool, PATH_QUERIES.get(target, query), delay)  # only we wait
+                simulated_cpu_work(cpu_work)  # the simulated computation: no await in it, so every connection waits
+                response = add_headers(build_page_response(target, keep_alive and not stopping.is_set()),
+                                       {"X-Query-Result": result, "X-Pool-Wait-Us": f"{waited}"})
+            except RequestError as error:
+                keep_alive = False  # what follows a refused head cannot be trusted to be a request
+                response = build_refusal(error.status)
+            await send(writer, response)  # within SEND_TIMEOUT
     except OSError:
         pass  # timeout, reset or early close: this client is lost, the server goes on
     except asyncio.CancelledError:
@@ -176,6 +180,37 @@ async def stop_reading_listeners(server: asyncio.Server) -> None:
         loop.remove_reader(listener.fileno())  # no new accept from here on
     for _ in range(2):  # the transport, then connection_made
         await asyncio.sleep(0)
+
+
+def build_page_response(target: bytes, keep_alive: bool) -> bytes:
+    """The answer to a GET: the page, or GET /big's megabyte of text."""
+    if target.partition(b"?")[0] == b"/big":
+        return build_response(200, BIG_BODY, keep_alive, "text/plain; charset=utf-8")
+    return build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a refused head; the connection closes after it."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode(), False, "text/plain; charset=utf-8")
+
+async def send(writer: asyncio.StreamWriter, response: bytes) -> None:
+    """Write a whole answer; one deadline, SEND_TIMEOUT, for all of it, however slowly the client reads."""
+    writer.write(response)
+    async with asyncio.timeout(SEND_TIMEOUT):
+        await writer.drain()  # returns once the socket has taken the bytes
+
+
+async def next_request_begins(reader: asyncio.StreamReader, stopping: asyncio.Event) -> bytes:
+    """The next request's first byte; b"" when the client closes, stays silent KEEP_ALIVE_TIMEOUT, or we stop."""
+    reading = asyncio.ensure_future(reader.read(1))  # b"" when the client closed
+    stopped = asyncio.ensure_future(stopping.wait())  # between requests, a stop closes the connection at once
+    try:
+        done, _ = await asyncio.wait({reading, stopped}, timeout=KEEP_ALIVE_TIMEOUT,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        return reading.result() if reading in done else b""
+    finally:
+        reading.cancel()  # no byte is lost: a cancelled read has taken none from the buffer
+        stopped.cancel()
 # --8<-- [end:armour]
 
 
@@ -205,24 +240,17 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
+def build_response(status: int, body: bytes, keep_alive: bool, content_type: str) -> bytes:
+    """Serialise a complete HTTP/1.1 response; it says whether the connection stays open."""
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\n"
         f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n"
         "\r\n"
     )
     return head.encode("ascii") + body
-
-
-def build_page_response(path: str) -> bytes:
-    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
-    if path == "/big":
-        return build_response(200, BIG_BODY, "text/plain")
-    return build_response(200, BODY, "text/html; charset=utf-8")
 
 
 def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
@@ -232,22 +260,28 @@ def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
     return head + lines.encode("ascii") + b"\r\n\r\n" + body
 
 
-def build_refusal(status: int) -> bytes:
-    """The answer to a request we refuse: its status, in words."""
-    return build_response(status, f"{status} {REASONS[status]}\n".encode())
-
-
-def parse_request_head(head: bytes) -> tuple[str, str]:
-    """Validate a request head (without the blank line); return its method and path."""
+def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
+    """Validate a request head (without the blank line); return its method, target and whether to keep alive."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
         raise RequestError(400)
+    connection, has_body = b"", False
     for line in header_lines:
-        name, colon, _ = line.partition(b":")
+        name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
+        name = name.lower()
+        if name == b"connection":
+            connection += b"," + value.lower()  # the header may be repeated: its tokens add up
+        elif name == b"content-length":
+            has_body = has_body or value.strip() != b"0"
+        elif name == b"transfer-encoding":
+            has_body = True
+    tokens = {token.strip() for token in connection.split(b",")}
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked to keep it.
+    keep_alive = b"close" not in tokens if request_line.endswith(b"/1.1") else b"keep-alive" in tokens
+    return match.group(1).decode("ascii"), match.group(2), keep_alive and not has_body
 
 
 async def read_request_head(reader: asyncio.StreamReader) -> bytes:

@@ -5,10 +5,13 @@ real and no pool: the thread that answers a client connects to PostgreSQL
 itself, runs the request's query (`--query`: sleep is `SELECT pg_sleep(delay)`,
 the articles' 100 ms call for real; single reads one random row of `world`;
 multiple reads MULTIPLE_ROWS rows, one query each; GET /db and GET /queries
-ask single and multiple whatever --query says) and closes that connection with
-the client's. One thread, one database connection: the simplest thing that
-works, and every request pays for a new connection (a TCP handshake, the
-start-up exchange, and a new PostgreSQL backend process). The answer is the
+ask single and multiple whatever --query says) and closes that connection after
+the query. One request, one database connection: the simplest thing that
+works, and every request pays for a new one (a TCP handshake, the start-up
+exchange with its scram-sha-256 authentication, and a new PostgreSQL backend
+process), even on an HTTP connection the client keeps open: the thread
+answers request after request on it (HTTP/1.1 keep-alive) until the client
+closes, says Connection: close, or is silent for KEEP_ALIVE_TIMEOUT. The answer is the
 usual page; the header X-Query-Result says what the database returned.
 Grows from: thread_per_connection.py (time.sleep(delay) becomes a connection
 of its own and a query on it). gevent_psycopg.py is this file with gevent's
@@ -17,7 +20,7 @@ monkey-patching on top (a test keeps the two identical but for those lines).
 Run:   python servers/thread_per_connection_psycopg.py --dsn postgresql://bench@127.0.0.1:5432/bench
        [--query sleep] [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
        (or set DATABASE_URL; python scripts/bench.py serve thread-per-connection-psycopg starts a scratch PostgreSQL)
-Load:  ab -n 1000 -c 10 http://127.0.0.1:8000/
+Load:  wrk -c 50 -d 10s http://127.0.0.1:8000/db   or   ab -k -n 1000 -c 10 http://127.0.0.1:8000/
 
 Known limits, on purpose: one thread and one PostgreSQL connection (a backend
 process) per client, uncapped: more clients than the server's max_connections
@@ -29,7 +32,8 @@ Threads overlap waiting, not computing: with --work, the GIL lets one thread
 at a time run Python code.
 Not on purpose, and handled: requests that arrive in pieces, oversized heads
 (431), malformed request lines (400), silent or trickling
-clients (HEAD_TIMEOUT for the whole head), and clients
+clients (HEAD_TIMEOUT for a whole head from its first byte, KEEP_ALIVE_TIMEOUT
+between requests), and clients
 that send more than we read (we half-close and drain instead of resetting).
 """
 
@@ -55,12 +59,13 @@ BACKLOG = 128  # pending connections the kernel queues for us
 MAX_HEAD_BYTES = 64 * 1024  # larger request heads get 431
 HEAD_TIMEOUT = 10.0  # the whole request head must arrive within this, however slowly it trickles in
 SEND_TIMEOUT = 10.0  # the whole answer must be taken within this, however slowly the client reads
+KEEP_ALIVE_TIMEOUT = 5.0  # an idle connection between two requests is closed after this
 DRAIN_TIMEOUT = 1.0  # how long we read leftovers after answering, before closing
 POLL_INTERVAL = 0.5  # how often the accept loop looks at the stop flag
 SHUTDOWN_GRACE = 5.0  # on stop, how long requests in flight may take to finish
 CONNECT_TIMEOUT = 10  # seconds a thread waits for its own database connection (libpq takes whole seconds)
 QUERIES = ("sleep", "single", "multiple")  # --query: what each request asks the database
-PATH_QUERIES = {"/db": "single", "/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
+PATH_QUERIES = {b"/db": "single", b"/queries": "multiple"}  # TechEmpower's paths choose their query; any other, --query
 WORLD_ROWS = 10_000  # rows in the world table (harness/system/postgres.py seeds it)
 MULTIPLE_ROWS = 20  # rows read by --query multiple, one query each
 BODY = b"""<!doctype html>
@@ -76,33 +81,39 @@ BIG_BODY = (b"x" * 1023 + b"\n") * 1024  # GET /big: 1 MiB of text, built once (
 def serve_forever(listener: socket.socket, delay: float, cpu_work: int, stopping: list[bool], dsn: str,
                   query: str) -> None:
     """Accept connections and answer each in its own thread until asked to stop."""
-    handlers: list[threading.Thread] = []  # only this thread touches the list: no lock needed
+    handlers: list[tuple[threading.Thread, socket.socket]] = []  # only this thread touches the list: no lock needed
     listener.settimeout(POLL_INTERVAL)
     while not stopping:
         if (conn := accept_or_wait(listener)) is None:
             continue  # no client within POLL_INTERVAL, or no file descriptor free for a moment
-        handlers = [handler for handler in handlers if handler.is_alive()]  # forget finished ones
-        handler = threading.Thread(target=handle_request, args=(conn, delay, cpu_work, dsn, query),
+        handlers = [(handler, open_conn) for handler, open_conn in handlers if handler.is_alive()]
+        handler = threading.Thread(target=handle_connection, args=(conn, delay, cpu_work, dsn, query, stopping),
                                    daemon=True)
         if start_or_refuse(handler, conn):  # started: the accept loop goes straight back to accept()
-            handlers.append(handler)
+            handlers.append((handler, conn))
     stop_handlers(listener, handlers)
 
 
-def handle_request(conn: socket.socket, delay: float, cpu_work: int, dsn: str, query: str) -> None:
-    """Answer one connection completely, then close it."""
+def handle_connection(conn: socket.socket, delay: float, cpu_work: int, dsn: str, query: str,
+                      stopping: list[bool]) -> None:
+    """Answer requests on one connection until the client or a timeout ends it, then close it."""
+    received, keep_alive = bytearray(), True  # received: bytes read past the current head (the next request's)
     try:
-        try:
-            method, path = parse_request_head(read_request_head(conn))
-            if method != "GET":
-                raise RequestError(405)
-            result = run_query(dsn, PATH_QUERIES.get(path, query), delay)  # connect, query: only this thread waits
-            simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
-            response = add_headers(build_page_response(path), {"X-Query-Result": result})
-        except RequestError as error:
-            response = build_refusal(error.status)
-        conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
-        conn.sendall(response)
+        while keep_alive and not stopping:
+            try:
+                if (head := read_request_head(conn, received)) is None:
+                    break  # the client closed (or went idle too long) between two requests
+                method, target, keep_alive = parse_request_head(head)
+                if method != "GET":
+                    raise RequestError(405)
+                headers = {"X-Query-Result": run_query(dsn, PATH_QUERIES.get(target, query), delay)}  # connect, query
+                simulated_cpu_work(cpu_work)  # the simulated computation: holds the GIL, so the other threads wait
+                response = add_headers(build_page_response(target, keep_alive and not stopping), headers)
+            except RequestError as error:
+                keep_alive = False  # what follows a refused head cannot be trusted to be a request
+                response = build_refusal(error.status)
+            conn.settimeout(SEND_TIMEOUT)  # sendall counts it for the whole answer, not per send
+            conn.sendall(response)
     except OSError:
         pass  # timeout, reset or early close: this client is lost, the server goes on
     finally:
@@ -140,15 +151,66 @@ def start_or_refuse(handler: threading.Thread, conn: socket.socket) -> bool:
     return True
 
 
-def stop_handlers(listener: socket.socket, handlers: list[threading.Thread]) -> None:
-    """Stop accepting, then give the requests in flight SHUTDOWN_GRACE to finish.
+def stop_handlers(listener: socket.socket, handlers: list[tuple[threading.Thread, socket.socket]]) -> None:
+    """Stop accepting, wake the idle connections, then give the requests in flight SHUTDOWN_GRACE to finish.
 
     The threads are daemons: one stuck on a client past the grace period cannot keep the process alive.
     """
     listener.close()  # stop accepting: new clients are refused, not left in the backlog
+    for handler, conn in handlers:
+        try:
+            conn.shutdown(socket.SHUT_RD)  # wakes a thread parked in recv() on an idle connection: it sees the end
+        except OSError:
+            pass  # that connection is already closed
     deadline = time.monotonic() + SHUTDOWN_GRACE  # one deadline shared by all, not 5 s each
-    for handler in handlers:
+    for handler, _ in handlers:
         handler.join(max(0.0, deadline - time.monotonic()))
+
+
+def build_page_response(target: bytes, keep_alive: bool) -> bytes:
+    """The answer to a GET: the page, or GET /big's megabyte of text."""
+    if target.partition(b"?")[0] == b"/big":
+        return build_response(200, BIG_BODY, keep_alive, "text/plain; charset=utf-8")
+    return build_response(200, BODY, keep_alive, "text/html; charset=utf-8")
+
+
+def build_refusal(status: int) -> bytes:
+    """The answer to a refused head; the connection closes after it."""
+    return build_response(status, f"{status} {REASONS[status]}\n".encode(), False, "text/plain; charset=utf-8")
+
+
+def read_request_head(conn: socket.socket, received: bytearray) -> bytes | None:
+    """Read until the blank line that ends the next head; None if the client closed or idled between requests."""
+    # One deadline for the whole head, from its first byte (a pipelined one has begun already), not one per recv.
+    deadline = time.monotonic() + HEAD_TIMEOUT if received else None
+    while (end := received.find(b"\r\n\r\n")) == -1:
+        if len(received) > MAX_HEAD_BYTES:
+            raise RequestError(431)
+        if deadline is None:
+            conn.settimeout(KEEP_ALIVE_TIMEOUT)  # between requests: how long the next one may take to begin
+        else:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
+            conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            if received:
+                raise  # silent inside a request: the client is lost
+            return None  # idle for KEEP_ALIVE_TIMEOUT between requests: close politely
+        if not chunk:
+            if received:
+                raise ConnectionError("client closed before finishing its request")
+            return None
+        if deadline is None:
+            deadline = time.monotonic() + HEAD_TIMEOUT  # a head has begun: HEAD_TIMEOUT for all of it
+        received += chunk
+    if end > MAX_HEAD_BYTES:
+        raise RequestError(431)
+    head = bytes(received[:end])
+    del received[:end + 4]  # keep what follows: a pipelined next request
+    return head
 # --8<-- [end:armour]
 
 
@@ -167,24 +229,17 @@ class RequestError(Exception):
         self.status = status
 
 
-def build_response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
-    """Serialise a complete HTTP/1.1 response that closes the connection."""
+def build_response(status: int, body: bytes, keep_alive: bool, content_type: str) -> bytes:
+    """Serialise a complete HTTP/1.1 response; it says whether the connection stays open."""
     head = (
         f"HTTP/1.1 {status} {REASONS[status]}\r\n"
         f"Content-Type: {content_type}\r\n"
         f"Content-Length: {len(body)}\r\n"
         f"Date: {email.utils.formatdate(usegmt=True)}\r\n"
-        "Connection: close\r\n"
+        f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n"
         "\r\n"
     )
     return head.encode("ascii") + body
-
-
-def build_page_response(path: str) -> bytes:
-    """The answer to a GET: 1 MiB of text at /big, the page everywhere else."""
-    if path == "/big":
-        return build_response(200, BIG_BODY, "text/plain")
-    return build_response(200, BODY, "text/html; charset=utf-8")
 
 
 def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
@@ -194,43 +249,28 @@ def add_headers(response: bytes, headers: dict[str, str]) -> bytes:
     return head + lines.encode("ascii") + b"\r\n\r\n" + body
 
 
-def build_refusal(status: int) -> bytes:
-    """The answer to a request we refuse: its status, in words."""
-    return build_response(status, f"{status} {REASONS[status]}\n".encode())
-
-
-def parse_request_head(head: bytes) -> tuple[str, str]:
-    """Validate a request head (without the blank line); return its method and path."""
+def parse_request_head(head: bytes) -> tuple[str, bytes, bool]:
+    """Validate a request head (without the blank line); return its method, target and whether to keep alive."""
     request_line, *header_lines = head.split(b"\r\n")
     match = REQUEST_LINE.fullmatch(request_line)
     if match is None:
         raise RequestError(400)
+    connection, has_body = b"", False
     for line in header_lines:
-        name, colon, _ = line.partition(b":")
+        name, colon, value = line.partition(b":")
         if not colon or not name or name != name.strip():
             raise RequestError(400)
-    return match.group(1).decode("ascii"), match.group(2).decode("ascii", "replace")
-
-
-def read_request_head(conn: socket.socket) -> bytes:
-    """Read until the blank line that ends the head, however the bytes arrive, within HEAD_TIMEOUT."""
-    deadline = time.monotonic() + HEAD_TIMEOUT  # one deadline for the whole head, not one per recv
-    received = b""
-    while b"\r\n\r\n" not in received:
-        if len(received) > MAX_HEAD_BYTES:
-            raise RequestError(431)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError("the request head took longer than HEAD_TIMEOUT")
-        conn.settimeout(remaining)  # so a client trickling a byte at a time still runs out of time
-        chunk = conn.recv(65536)
-        if not chunk:
-            raise ConnectionError("client closed before finishing its request")
-        received += chunk
-    head, _, _ = received.partition(b"\r\n\r\n")
-    if len(head) > MAX_HEAD_BYTES:
-        raise RequestError(431)
-    return head
+        name = name.lower()
+        if name == b"connection":
+            connection += b"," + value.lower()  # the header may be repeated: its tokens add up
+        elif name == b"content-length":
+            has_body = has_body or value.strip() != b"0"
+        elif name == b"transfer-encoding":
+            has_body = True
+    tokens = {token.strip() for token in connection.split(b",")}
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless asked to keep it.
+    keep_alive = b"close" not in tokens if request_line.endswith(b"/1.1") else b"keep-alive" in tokens
+    return match.group(1).decode("ascii"), match.group(2), keep_alive and not has_body
 
 
 def close_gracefully(conn: socket.socket) -> None:

@@ -69,7 +69,32 @@ def test_the_server_listens_on_loopback_with_the_settings_we_state(cluster: post
     for name, (value, why) in postgres.SETTINGS.items():
         assert why, f"{name} has no reason"
         assert cluster.query(f"SHOW {name}") == value, name
-    assert cluster.dsn == f"postgresql://bench@127.0.0.1:{cluster.port}/bench"
+    assert cluster.dsn == f"postgresql://bench:{postgres.PASSWORD}@127.0.0.1:{cluster.port}/bench"
+
+
+def test_the_cluster_asks_a_password_over_tcp_and_refuses_a_wrong_one(cluster: postgres.ScratchCluster) -> None:
+    """scram-sha-256 over loopback, as a default install: the DSN's password logs in, a wrong one or none does not
+    (issue 31: a connection per request pays the authentication a real deployment pays)."""
+    import psycopg
+    with psycopg.connect(cluster.dsn, connect_timeout=5) as db:
+        assert db.execute("SHOW password_encryption").fetchone() == ("scram-sha-256",)
+        assert db.execute("SELECT left(rolpassword, 14) = 'SCRAM-SHA-256$' FROM pg_authid WHERE rolname = %s",
+                          (postgres.ROLE,)).fetchone() == (True,)
+    for wrong in (cluster.dsn.replace(postgres.PASSWORD, "not-the-password"),
+                  f"postgresql://{postgres.ROLE}@{cluster.host}:{cluster.port}/{postgres.DATABASE}"):
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(wrong, connect_timeout=5)
+
+
+def test_the_cluster_is_pinned_where_the_record_says() -> None:
+    """scratch_cluster(cpu=...) holds the postmaster, and so every backend it forks, to that CPU (taskset), and the
+    cluster says so and names its version: what the runner writes into a database record."""
+    import os
+    cpu = str(min(os.sched_getaffinity(0)))
+    with postgres.scratch_cluster(cpu=cpu) as pinned:
+        assert pinned.command[:3] == ["taskset", "-c", cpu]
+        assert pinned.cpu == cpu and os.sched_getaffinity(pinned.process.pid) == {int(cpu)}
+        assert pinned.version.startswith("postgres (PostgreSQL) ")
 
 
 @pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
@@ -91,6 +116,23 @@ def test_one_request_to_each_design_runs_a_real_query(design: Design, cluster: p
         assert answers[path].status == 200 and len(pairs) == rows
         for row_id, number in pairs:
             assert cluster.query(f"SELECT randomnumber FROM world WHERE id = {int(row_id)}") == number
+
+
+@pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
+def test_each_design_answers_request_after_request_on_one_connection(design: Design, cluster: postgres.ScratchCluster,
+                                                                    tmp_path: Path) -> None:
+    """Keep-alive (issue 31): three GET /db on one HTTP/1.1 connection, one after another, each a real query, and three
+    GET / as the harness proves keep-alive before a run; none says Connection: close. So wrk's connections stay
+    open in the database scenarios, and a request pays for its query, not for a new TCP connection."""
+    request = "GET /db HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
+    with launcher.running_design(design, processes.free_port(), 0.0, tmp_path, database=cluster.dsn) as server:
+        answers = [probe.parse_response(raw) for raw in
+                   probe.exchange_on_one_connection(server.host, server.port, [request] * 3)]
+        closed, problems = probe.verify_http_keep_alive(server.host, server.port)
+    assert (closed, problems) == (False, [])
+    assert [answer.status for answer in answers] == [200] * 3
+    assert all(answer.headers.get("connection", "").lower() != "close" for answer in answers)
+    assert all(len(answer.headers["x-query-result"].split()) == 1 for answer in answers)
 
 
 @pytest.mark.parametrize("design", DATABASE_DESIGNS, ids=lambda design: design.name)
@@ -124,8 +166,8 @@ def test_a_pool_larger_than_the_connections_allowed_stops_the_design_with_postgr
     A role of its own with a CONNECTION LIMIT, not the whole max_connections: the same refusal, without opening
     two hundred backends on a shared machine (the superuser `bench` is exempt from role limits).
     """
-    cluster.query("DROP ROLE IF EXISTS limited; CREATE ROLE limited LOGIN CONNECTION LIMIT 3;")
-    dsn = f"postgresql://limited@{cluster.host}:{cluster.port}/{postgres.DATABASE}"
+    cluster.query("DROP ROLE IF EXISTS limited; CREATE ROLE limited LOGIN PASSWORD 'limited' CONNECTION LIMIT 3;")
+    dsn = f"postgresql://limited:limited@{cluster.host}:{cluster.port}/{postgres.DATABASE}"
     with pytest.raises(processes.ServerStartError) as failure:
         with launcher.running_design(CATALOGUE.design("asyncio-asyncpg"), processes.free_port(), 0.0, tmp_path,
                                      database=dsn, extra_arguments=["--pool-size", "5"]):

@@ -39,14 +39,18 @@ EVENT_LOOP_FILES = {"selectors_blocking_sleep.py", "selectors_timer.py"}
 ASYNCIO_STREAMS_FILES = {"asyncio_streams.py", "asyncio_executor.py", "event_loop_workers.py", "asyncio_asyncpg.py",
                          "asyncio_psycopg_pool.py", "sse_asyncio_streams.py", "sse_asyncio_no_drain.py"}
 THREAD_KEEP_ALIVE_FILES = {"thread_per_connection_keep_alive.py", "gevent_thread_per_connection.py"}
+# The database designs keep connections alive too (issue 31): the same parser and response, socket-free, whatever
+# the model (threads, greenlets, asyncio streams).
+KEEP_ALIVE_FILES = THREAD_KEEP_ALIVE_FILES | {"threads_psycopg_pool.py", "thread_per_connection_psycopg.py",
+                                              "gevent_psycopg.py", "asyncio_asyncpg.py", "asyncio_psycopg_pool.py"}
 VARIANTS: dict[str, dict[str, tuple[str, set[str]]]] = {
     "build_response": {
         "keep-alive": ("says whether the connection stays open (Connection: keep-alive or close)",
-                       THREAD_KEEP_ALIVE_FILES),
+                       KEEP_ALIVE_FILES),
     },
     "parse_request_head": {
         "keep-alive": ("also returns whether to keep the connection, from the version and the Connection header",
-                       THREAD_KEEP_ALIVE_FILES),
+                       KEEP_ALIVE_FILES),
     },
     "read_request_head": {
         "selectors": ("an event loop reads one chunk per event into the connection's buffer", EVENT_LOOP_FILES),

@@ -160,6 +160,9 @@ class ScenarioSettings:
     # Why a run of every scenario (`bench.py run`) leaves it out: it runs only by name (its id or group's).
     named_only: str | None = _setting("string", HARNESS)
     database: bool | None = _setting("boolean", HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
+    # Why a database scenario closes the connection after every answer (keep_alive false): a connection per request
+    # is exactly the work around a short query, so one that does it says why (tests/test_database_records.py)
+    closes_connections: str | None = _setting("string", HARNESS)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
     sizes: dict[str, list[int]] | None = _setting("table of design name -> list of integers", HARNESS)
     size_arguments: dict[str, list[str]] | None = _setting("table of design name -> list of strings", HARNESS)

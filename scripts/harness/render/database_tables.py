@@ -89,9 +89,15 @@ def footer(record: ScenarioRecord) -> str:
     settings = record.settings
     # database_command is the scratch cluster's command line as it ran (a list of its parts; free-form in the record).
     postgres = next((part for part in record.database_command or [] if part.endswith("/postgres")), "PostgreSQL")
-    return (f"Median of {settings.repeat} run(s) per cell, wrk for {settings.time_limit:g} s, server pinned to "
-            f"one CPU and wrk to the other; PostgreSQL `{postgres}` with the settings the record keeps "
-            f"(`database_command`); commit `{record.environment.commit[:10]}`, "
+    connections = ("wrk keeps its connections open" if settings.keep_alive else
+                   "a new TCP connection per request (keep-alive off: " + (settings.closes_connections or "no reason given")
+                   + ")")
+    where = (f"{record.database.version.removeprefix('postgres ')}, {record.database.placement}, "
+             f"{record.database.authentication}" if record.database else
+             "PostgreSQL's CPU and version not recorded (a record from before issue 31)")
+    return (f"Median of {settings.repeat} run(s) per cell, wrk for {settings.time_limit:g} s, {connections}; server "
+            f"pinned to one CPU and wrk to the other; PostgreSQL `{postgres}`: {where}, with the settings the "
+            f"record keeps (`database_command`); commit `{record.environment.commit[:10]}`, "
             f"{record.mode} run. Raw record: `results/{record.id}.json`.\n")
 
 

@@ -34,7 +34,8 @@ from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import record_path, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.scenario_record import Interpreter, Outcome, Run, ScenarioEntry, ScenarioRecord
+from harness.model.records.scenario_record import (DatabaseRun, Interpreter, Outcome, Run, ScenarioEntry,
+                                                   ScenarioRecord)
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import gil_report, launcher, ports, postgres, processes, syscall_trace
@@ -237,14 +238,30 @@ def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[st
     progress = progress or plan.Progress(plan.plan_cells(settings, designs, ceiling is not None))
     started = utc_now()
     with contextlib.ExitStack() as stack:
-        cluster = stack.enter_context(postgres.scratch_cluster()) if settings.database else None
+        cluster = (stack.enter_context(postgres.scratch_cluster(cpu=pinning.server)) if settings.database
+                   else None)
         measure_all(catalogue, scenario, designs, outcomes, ceiling, settings, quick, tool, pinning, progress,
                     cluster.dsn if cluster else None)
     # exactly how the database ran: its version's programs and every changed setting
     record = scenario_record(scenario, quick, settings, environment, started,
                              [outcomes[design.name] for design in designs], ceiling,
-                             database_command=cluster.command if cluster is not None else None)
+                             database_command=cluster.command if cluster is not None else None,
+                             database=database_run(cluster) if cluster is not None else None)
     return write_record(record, quick or design_names is not None or repeat is not None, out_dir), record
+
+
+# Two CPUs, no third: PostgreSQL goes on the server's. The load tool keeps its CPU to itself, as when its ceiling
+# was measured, and every cycle the database spends for a design (a backend forked per connection included) is
+# charged to that design's CPU, as on a small machine that runs both.
+DATABASE_PLACEMENT = ("pinned with the server (taskset): PostgreSQL and its backends share the server's CPU; the load "
+                      "tool has the other CPU to itself")
+
+
+def database_run(cluster: postgres.ScratchCluster) -> DatabaseRun:
+    """What the record says of the scratch PostgreSQL: its version, where it ran, how designs logged in."""
+    return DatabaseRun(version=cluster.version, cpu=cluster.cpu, placement=DATABASE_PLACEMENT if cluster.cpu else
+                       "not pinned: PostgreSQL shared every CPU with the server and the load tool (fewer than 2 CPUs "
+                       "or no taskset)", authentication=postgres.AUTHENTICATION)
 
 
 def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings, environment: Environment,

@@ -15,8 +15,15 @@ initdb refuses to run as root, so as root every PostgreSQL program runs as the `
 Every setting that differs from PostgreSQL's defaults is in SETTINGS, with its reason; they are
 passed as `-c name=value` on the server's command line, so `ScratchCluster.command` shows them.
 
-Known limits, on purpose: trust authentication (no password) on the loopback interface only; no
-durability at all (fsync off: a crash loses the cluster, which is thrown away anyway).
+Authentication as a default install has it over TCP: scram-sha-256 (PostgreSQL's default
+password_encryption), the role's password (PASSWORD) in the DSN, so every connection a design opens pays
+the exchange. The harness's own psql uses the cluster's private Unix socket, with trust.
+
+CPU placement: `scratch_cluster(cpu=...)` pins the postmaster, and so every backend it forks, with taskset;
+the runner puts it on the server's CPU (see runner.py: the load tool keeps its CPU to itself).
+
+Known limits, on purpose: a fixed password, written here (a scratch cluster on loopback, thrown away after
+the run); no durability at all (fsync off: a crash loses the cluster, which is thrown away anyway).
 """
 
 from __future__ import annotations
@@ -46,6 +53,8 @@ PROGRAMS = ("initdb", "pg_ctl", "postgres", "pg_isready", "psql")
 SYSTEM_USER = "postgres"  # who runs PostgreSQL when the harness runs as root (initdb refuses root)
 DATABASE = "bench"
 ROLE = "bench"  # the superuser initdb creates, and the role the designs connect as
+AUTHENTICATION = "scram-sha-256 over TCP loopback (initdb --auth-host=scram-sha-256, the role's password in the DSN)"
+PASSWORD = "scratch-bench"  # the role's password (scram-sha-256 over TCP); fixed: the cluster is loopback-only, thrown away
 READY_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_BYTES = 3000
@@ -64,7 +73,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
     "synchronous_commit": ("off", "the same: no commit waits for its WAL to reach the disk"),
     "full_page_writes": ("off", "the same: torn pages after a crash do not matter to a cluster nobody keeps"),
 }
-INITDB_OPTIONS = ["--auth=trust",  # no password: loopback only (listen_addresses), and a scratch cluster
+INITDB_OPTIONS = ["--auth-host=scram-sha-256",  # TCP, the designs' way in: a password, as a default install asks
+                  "--auth-local=trust",  # the Unix socket, the harness's psql alone: it lives in the 0700 directory
                   "--encoding=UTF8", "--locale=C",  # the same text ordering on every machine
                   "--no-sync"]  # initdb's own fsync of the new files: nothing here needs to survive a crash
 # --8<-- [end:settings]
@@ -107,11 +117,13 @@ class ScratchCluster:
     process: subprocess.Popen[bytes]
     command: list[str]
     run_as: list[str]  # the setpriv prefix when running as root, else nothing
+    version: str = ""  # `postgres --version`: "postgres (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)"
+    cpu: str | None = None  # the taskset list the server and its backends are held to; None: not pinned
 
     @property
     def dsn(self) -> str:
         """The connection string the designs take (`--dsn`)."""
-        return f"postgresql://{ROLE}@{self.host}:{self.port}/{DATABASE}"
+        return f"postgresql://{ROLE}:{PASSWORD}@{self.host}:{self.port}/{DATABASE}"
 
     @property
     def log_path(self) -> Path:
@@ -263,9 +275,10 @@ def stop(cluster: ScratchCluster) -> int:
 
 
 @contextlib.contextmanager
-def scratch_cluster(port: int | None = None, host: str = processes.LOOPBACK,
-                    bin_dir: Path | None = None) -> Iterator[ScratchCluster]:
-    """A seeded scratch PostgreSQL on host:port (a free port unless given); stopped and removed on exit."""
+def scratch_cluster(port: int | None = None, host: str = processes.LOOPBACK, bin_dir: Path | None = None,
+                    cpu: str | None = None) -> Iterator[ScratchCluster]:
+    """A seeded scratch PostgreSQL on host:port (a free port unless given), held to `cpu` (a taskset list) when
+    given; stopped and removed on exit."""
     bin_dir = bin_dir or find_bin_dir()
     run_as = run_as_prefix()
     if port is None:
@@ -275,13 +288,20 @@ def scratch_cluster(port: int | None = None, host: str = processes.LOOPBACK,
     directory = make_directory(run_as)
     try:
         data_dir = directory / "data"
-        run_program([*run_as, str(bin_dir / "initdb"), f"--pgdata={data_dir}", f"--username={ROLE}", *INITDB_OPTIONS],
-                    timeout=60)
-        command = [*run_as, *postgres_command(bin_dir, data_dir, directory, host, port)]
+        password_file = directory / "password"  # initdb reads the role's password from a file, never the command line
+        password_file.write_text(PASSWORD + "\n")
+        if run_as:
+            entry = pwd.getpwnam(SYSTEM_USER)
+            os.chown(password_file, entry.pw_uid, entry.pw_gid)
+        run_program([*run_as, str(bin_dir / "initdb"), f"--pgdata={data_dir}", f"--username={ROLE}",
+                     f"--pwfile={password_file}", *INITDB_OPTIONS], timeout=60)
+        password_file.unlink()
+        version = run_program([str(bin_dir / "postgres"), "--version"], timeout=10).stdout.strip()
+        command = processes.pinned([*run_as, *postgres_command(bin_dir, data_dir, directory, host, port)], cpu)
         with open(directory / "postgres.log", "wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                        start_new_session=True, cwd="/", env={**os.environ, "LC_ALL": "C"})
-        cluster = ScratchCluster(host, port, directory, bin_dir, process, command, run_as)
+        cluster = ScratchCluster(host, port, directory, bin_dir, process, command, run_as, version, cpu)
         try:
             wait_until_ready(cluster)
             psql(cluster, f"CREATE DATABASE {DATABASE};", database="postgres")

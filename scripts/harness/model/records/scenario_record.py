@@ -106,6 +106,15 @@ class Interpreter(Typed):
     missing: str | None = optional()  # why it could not run, and how to get it
 
 
+class DatabaseRun(Typed):
+    """The scratch PostgreSQL a database scenario ran against (system/postgres.py), beside database_command."""
+
+    version: str  # `postgres --version`
+    cpu: str | None  # the taskset list it and its backends were held to; None: not pinned
+    placement: str  # what shares which CPU, and why
+    authentication: str  # how the designs' connections authenticated
+
+
 class Run(Typed):
     """One run of the load tool against one design at one concurrency: what the tool said, and the server's resources.
 
@@ -224,6 +233,7 @@ class ScenarioRecord(Typed):
     ceiling: Outcome | None
     interpreter: Interpreter | None = optional()  # the exact CPython the designs ran on, where the scenario chose one
     database_command: Any = optional()  # how the scratch PostgreSQL ran: its programs and every changed setting
+    database: DatabaseRun | None = optional()  # its version, CPU placement and authentication
     interleaved_with: list[str] | None = optional()  # the scenarios measured round robin with this one
 
     @property
