@@ -152,3 +152,31 @@ def test_the_fast_and_correct_table_puts_both_request_heads_side_by_side_against
     assert "| step 7 | common | **20,000** | 2.0× | **60,000** | 4.0× |" in table
     assert "| reference | NGINX | **10,000** | 1.0× | **15,000** | 1.0× |" in table
     assert table.index("step 7") < table.index("reference")
+
+
+def test_what_the_fast_and_correct_page_reads_from_the_counts_holds_in_the_record() -> None:
+    """docs/designs/fast-and-correct.md's paragraph after the counts, claim by claim, against the committed record."""
+    record = instructions_tables.load_instructions(REPO_ROOT / "results" / instruction_counts.RECORD)
+    count = {(row.step, row.design_name, row.request_heads): instructions_tables.mean_count(row)
+             for row in record.rows if row.group == "fast-and-correct"}
+    design = "fast-and-correct"
+    heads = (None, "production")
+
+    def step(number: int, shape: str | None) -> float:
+        value = count[(number, design, shape)]
+        assert value is not None, (number, shape)
+        return value
+
+    for number in (2, 3, 5):  # uvloop, responses built once a second, one keep-alive timer per wait
+        saved = [step(number - 1, shape) - step(number, shape) for shape in heads]
+        assert min(saved) > 0 and max(saved) / min(saved) < 1.3, (number, saved)  # about as many with either head
+    assert step(4, None) < 0.5 * step(3, None)  # the common case first: most of the remaining cost off wrk's head
+    assert step(4, "production") > 0.9 * step(3, "production")  # almost nothing off the production-shaped heads
+    assert all(step(6, shape) >= step(5, shape) for shape in heads)  # remembered heads save nothing, add a little
+    nginx = {shape: count[(None, "nginx-keep-alive", shape)] for shape in heads}
+    multiples = [step(7, shape) / nginx[shape] for shape in heads]
+    assert max(multiples) / min(multiples) < 1.2, multiples  # about the same multiple of nginx's for both heads
+    assert step(7, "production") < step(6, "production") / 3  # the first step without the full parser for both
+    assert nginx["production"] > nginx[None]  # nginx executes more for the longer heads too
+    page = (REPO_ROOT / "docs" / "designs" / "fast-and-correct.md").read_text(encoding="utf-8")
+    assert "Which conclusions hold for which request, read from the counts" in page
