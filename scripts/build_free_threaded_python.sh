@@ -15,6 +15,9 @@
 # A second run finds both and does nothing. Each build takes about 3.5 minutes on two CPUs (make -j2);
 # the times are printed and kept in cpython-3.13.5/build-times.txt.
 # MANY_CLIENTS_DEBIAN_MIRROR replaces http://deb.debian.org/debian (the tests point it nowhere).
+# MANY_CLIENTS_BUILD_RECORD=PATH also writes how long each step took as JSON (atomically), for the page: a build
+# from a fresh clone with an empty cache:
+#   MANY_CLIENTS_CACHE=$(mktemp -d) MANY_CLIENTS_BUILD_RECORD=results/free-threaded/build.json make free-threaded-python
 set -euo pipefail
 
 version=3.13.5
@@ -22,6 +25,8 @@ cache="${MANY_CLIENTS_CACHE:-$HOME/.cache/many-clients}"
 root="$cache/cpython-$version"
 mirror="${MANY_CLIENTS_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+record="${MANY_CLIENTS_BUILD_RECORD:-}"
+declare -A seconds_of=()  # step -> seconds, for the record
 declare -A prefix=([gil]="$root/gil" [free-threaded]="$root/free-threaded")
 declare -A executable=([gil]="$root/gil/bin/python3.13" [free-threaded]="$root/free-threaded/bin/python3.13t")
 declare -A venv=([gil]="$cache/venvs/$version" [free-threaded]="$cache/venvs/${version}t")
@@ -80,6 +85,7 @@ build() {
     && make -j2 >make.log 2>&1 && make install >install.log 2>&1) \
     || { echo "The $kind build failed: see $root/build-$kind/*.log" >&2; exit 1; }
   seconds=$(( $(date +%s) - started ))
+  seconds_of[$kind]=$seconds
   echo "$kind: built in ${seconds} s (configure, make -j2, make install)" | tee -a "$root/build-times.txt"
 }
 
@@ -87,15 +93,39 @@ environment() {  # KIND [GRANIAN_VERSION]
   built "$1" || "$repo/scripts/free_threaded_environment.sh" "$(basename "${venv[$1]}")" "${executable[$1]}" "${2:-}"
 }
 
+began=$(date +%s) began_utc=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 if [ ! -d "$root/src/Python-$version" ]; then
   [ -f "$root/download/python3.13_$version.orig.tar.xz" ] || fetch_tarball
   mkdir -p "$root/src"
   tar -xJf "$root/download/python3.13_$version.orig.tar.xz" -C "$root/src"
 fi
+seconds_of[source]=$(( $(date +%s) - began ))
 started=$(date +%s)
 for kind in gil free-threaded; do build "$kind"; done
+environments_started=$(date +%s)
 # The free-threaded environment first: the Granian it can get (a wheel) is the one both get.
 environment free-threaded
 environment gil "$("${venv[free-threaded]}/bin/python" -c 'import importlib.metadata as m; print(m.version("granian"))')"
+seconds_of[environments]=$(( $(date +%s) - environments_started ))
 echo "Done in $(( $(date +%s) - started )) s. Interpreters: ${venv[gil]}/bin/python (GIL), ${venv[free-threaded]}/bin/python (free-threaded)."
+if [ -n "$record" ]; then  # the steps' times, written whole or not at all (a temporary file, then a rename)
+  "${executable[gil]}" - "$record" "$version" "$began_utc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+      "${seconds_of[source]}" "${seconds_of[gil]:-0}" "${seconds_of[free-threaded]:-0}" "${seconds_of[environments]}" \
+      "$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)" "$cache" <<'PY'
+import json, os, platform, sys, tempfile
+path, version, began, finished, source, gil, free, environments, commit, cache = sys.argv[1:]
+model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+data = {"schema": 1, "kind": "free-threaded-build", "version": version, "started_utc": began, "finished_utc": finished,
+        "seconds": {"source": int(source), "gil": int(gil), "free_threaded": int(free), "environments": int(environments)},
+        "commit": commit, "cache": cache, "cpus": len(os.sched_getaffinity(0)), "cpu_model": model,
+        "machine": platform.machine(), "make_jobs": 2}
+folder = os.path.dirname(os.path.abspath(path))
+os.makedirs(folder, exist_ok=True)
+with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
+    json.dump(data, handle, indent=2)
+    handle.write("\n")
+os.replace(handle.name, path)
+print(f"Build record: {path}")
+PY
+fi
 "${venv[free-threaded]}/bin/python" -c 'import sys; print("free-threaded build, GIL enabled at start:", sys._is_gil_enabled())'

@@ -94,6 +94,21 @@ def test_the_build_does_nothing_when_both_builds_exist(tmp_path: Path) -> None:
     assert not calls.exists()  # no download, no build
 
 
+def test_the_build_time_renders_from_the_record_the_script_writes_and_says_so_without_one(tmp_path: Path) -> None:
+    assert "*Not shown yet:*" in free_threaded.build_time(tmp_path)
+    script = BUILD.read_text(encoding="utf-8")
+    writer = script.split("<<'PY'\n", 1)[1].split("\nPY\n", 1)[0]  # the record writer the script runs
+    record = tmp_path / "free-threaded" / "build.json"
+    subprocess.run([sys.executable, "-", str(record), "3.13.5", "2026-11-28T12:40:00Z", "2026-11-28T12:49:05Z",
+                    "4", "241", "262", "38", "0123456789abcdef", str(tmp_path / "cache")], input=writer, text=True,
+                   check=True, capture_output=True, timeout=30)
+    line = free_threaded.build_time(tmp_path)
+    assert "took **9 min 5 s**" in line and "the free-threaded build 262 s" in line and "`0123456789`" in line
+    record.write_text(json.dumps({"kind": "scenario"}))
+    with pytest.raises(ValueError, match="not a free-threaded build record"):
+        free_threaded.build_time(tmp_path)
+
+
 def test_the_launcher_finds_the_built_environments_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MANY_CLIENTS_CACHE", str(tmp_path))
     with pytest.raises(launcher.InterpreterMissingError, match="make free-threaded-python"):

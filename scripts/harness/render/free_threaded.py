@@ -370,6 +370,29 @@ def dependencies_table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+BUILD_RECORD = "build.json"  # scripts/build_free_threaded_python.sh writes it when MANY_CLIENTS_BUILD_RECORD names it
+
+
+def build_time(results_dir: Path = RESULTS_DIR) -> str:
+    """How long `make free-threaded-python` took from a fresh clone with an empty cache, step by step, from the
+    record the build script wrote; words when there is none."""
+    path = results_dir / FREE_THREADED_DIR_NAME / BUILD_RECORD
+    if not path.exists():
+        return ("*Not shown yet:* no build from a fresh clone with an empty cache has been recorded "
+                f"(`results/free-threaded/{BUILD_RECORD}`).\n")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("kind") != "free-threaded-build" or not isinstance(data.get("seconds"), dict):
+        raise ValueError(f"{path}: not a free-threaded build record (kind {data.get('kind')!r})")
+    seconds = {step: int(data["seconds"][step]) for step in ("source", "gil", "free_threaded", "environments")}
+    total = sum(seconds.values())
+    return (f"From a fresh clone with an empty cache, `make free-threaded-python` took **{total // 60} min "
+            f"{total % 60} s** on this machine ({data['cpus']} CPUs, {data['cpu_model']}; make -j{data['make_jobs']}): "
+            f"fetching and unpacking the source {seconds['source']} s, the build with the GIL {seconds['gil']} s, "
+            f"the free-threaded build {seconds['free_threaded']} s, the two environments with the servers "
+            f"{seconds['environments']} s. Commit `{str(data['commit'])[:10]}`, {data['started_utc']} to "
+            f"{data['finished_utc']}; record `results/free-threaded/{BUILD_RECORD}`.\n")
+
+
 def not_run(pair: str, gil: str, free: str, where: str) -> str:
     return (f"*No record of CPython {gil} and {free} is in `results/free-threaded/`: {where}. "
             "Until one is, this site says nothing about them.*\n")
@@ -382,7 +405,8 @@ def free_threaded_files(results_dir: Path, generated_dir: Path, header: str) -> 
     files = {generated_dir / "free-threaded.md": header.format(source=source) + answer(by),
              generated_dir / "free-threaded-memory.md": header.format(source=source) + memory_table(by),
              generated_dir / "free-threaded-dependencies.md": header.format(source=source)
-             + dependencies_tables(results_dir)}
+             + dependencies_tables(results_dir),
+             generated_dir / "free-threaded-build.md": header.format(source=source) + build_time(results_dir)}
     where = {"3.13": "`make free-threaded-bench` measures them on this machine",
              "3.14": "the bench workflow's `free-threaded` job measures them on a GitHub runner, and no run of it "
                      "has come back"}
