@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 
 DELAY = float(os.environ.get("APP_DELAY", "0.1"))  # seconds of simulated database call per request
-WORK = int(os.environ.get("APP_WORK", "0"))  # iterations of simulated CPU work per request, after the call
+WORK = 0  # iterations of simulated computation (pure-Python arithmetic) per request: APP_WORK overrides it
 BODY = b"""<!doctype html>
 <html>
   <head><title>Many clients at once</title></head>
@@ -82,4 +82,4 @@ def simulated_cpu_work(iterations: int) -> int:
     return sum(number * number % 7 for number in range(iterations))
 
 
-app = make_app(DELAY, WORK)  # what `gunicorn wsgi_app:app` looks for
+app = make_app(DELAY, int(os.environ.get("APP_WORK", WORK)))  # what `gunicorn wsgi_app:app` looks for
