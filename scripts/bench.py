@@ -138,15 +138,15 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK if not problems and server.exit_code == 0 else EXIT_FAILED
 
 
-def selected_scenarios(catalogue: Catalogue, name: str | None) -> list[Scenario]:
-    """Every scenario but those run only by name; or one by id; or an interleave group by its name (round robin)."""
+def selected_scenarios(catalogue: Catalogue, name: str | None, quick: bool) -> list[Scenario]:
+    """Every scenario a run of all runs (plan.every_scenario); or one by id; or an interleave group by its name."""
     if name is None:
-        return [scenario for scenario in catalogue.scenarios.values() if not scenario.settings(quick=False).named_only]
+        return plan.every_scenario(catalogue, quick)
     return interleave.members(catalogue, name) or [catalogue.scenario(name)]
 
 
 def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    scenarios = selected_scenarios(catalogue, args.scenario)
+    scenarios = selected_scenarios(catalogue, args.scenario, args.quick)
     for name in args.design or []:
         catalogue.design(name)  # unknown names fail before anything starts
     selected = [(scenario, [name for name in args.design if name in scenario.designs] if args.design else None)

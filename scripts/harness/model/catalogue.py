@@ -98,6 +98,9 @@ class Scenario:
     published: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)  # tool- or scenario-specific extras
     quick_designs: list[str] | None = None  # `designs` in [scenario.quick]: the few a quick run measures
+    # `covered_by` in [scenario.quick]: a quick run of every scenario leaves this one out, and that scenario's quick
+    # run stands for it (the same tool and shape, one number apart); `--scenario ID --quick` still runs it
+    quick_covered_by: str | None = None
 
     def design_names(self, quick: bool) -> list[str]:
         """The designs a run measures: all of them, or in a quick run the few its quick table names."""
@@ -121,7 +124,8 @@ class Scenario:
             "tool": self.tool,
             **self.settings_table(),
             "designs": self.designs,
-            "quick": {**self.quick, **({"designs": self.quick_designs} if self.quick_designs else {})},
+            "quick": {**self.quick, **({"designs": self.quick_designs} if self.quick_designs else {}),
+                      **({"covered_by": self.quick_covered_by} if self.quick_covered_by else {})},
             "published": self.published,
         }
 
@@ -191,10 +195,11 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             keep_alive=entry.get("keep_alive", False),
             repeat=entry["repeat"],
             designs=entry["designs"],
-            quick={key: value for key, value in entry.get("quick", {}).items() if key != "designs"},
+            quick={key: value for key, value in entry.get("quick", {}).items() if key not in {"designs", "covered_by"}},
             published=entry.get("published", {}),
             options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
             quick_designs=entry.get("quick", {}).get("designs"),
+            quick_covered_by=entry.get("quick", {}).get("covered_by"),
         )
         full = scenario.settings(quick=False)
         for name in [*scenario.designs, *(name for name in (full.ceiling, full.relative_to) if name)]:
@@ -218,4 +223,21 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
         if scenario.id in scenarios:
             raise ValueError(f"{path}: scenario {scenario.id!r} is listed twice")
         scenarios[scenario.id] = scenario
+    check_covered(scenarios)
     return Catalogue(designs=designs, scenarios=scenarios)
+
+
+def check_covered(scenarios: dict[str, Scenario]) -> None:
+    """A scenario left out of a quick run of every scenario names one that runs in it, with the same tool."""
+    for scenario in scenarios.values():
+        name = scenario.quick_covered_by
+        if name is None:
+            continue
+        where = f"scenario {scenario.id!r}: quick.covered_by = {name!r}"
+        if name not in scenarios:
+            raise ValueError(f"{where}, which is not in the catalogue")
+        stand_in = scenarios[name]
+        if stand_in.id == scenario.id or stand_in.quick_covered_by is not None:
+            raise ValueError(f"{where}, which a quick run of every scenario leaves out too: name one it runs")
+        if stand_in.tool != scenario.tool:
+            raise ValueError(f"{where}, which runs {stand_in.tool}, not {scenario.tool}: it cannot stand for it")

@@ -254,6 +254,11 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
             raise SettingsError(f"{where}: quick.designs = {chosen!r}, expected: a non-empty list of the "
                                 "scenario's own designs")
         quick = {key: value for key, value in quick.items() if key != "designs"}
+    if "covered_by" in quick:  # a name too: the scenario that stands for this one in a quick run of every scenario
+        if not isinstance(quick["covered_by"], str) or not quick["covered_by"].strip():
+            raise SettingsError(f"{where}: quick.covered_by = {quick['covered_by']!r}, expected: the id of the "
+                                "scenario whose quick run stands for this one")
+        quick = {key: value for key, value in quick.items() if key != "covered_by"}
     tables = [("", {key: value for key, value in entry.items() if key not in NAME_KEYS}), ("quick.", quick)]
     for prefix, table in tables:
         for key, value in table.items():

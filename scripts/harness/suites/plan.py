@@ -144,14 +144,33 @@ def _clock(seconds: float) -> str:
     return f"{minutes}:{seconds:02d}"
 
 
+# A quick run of every scenario (`bench.py run --quick`, `make bench-quick`) checks that each still starts, measures,
+# records and renders; its numbers are never published. Its plan stays under this many seconds (a test sums it), so
+# it is run: each [scenario.quick] measures one or two designs besides the ceiling, one level, 1 s runs (an
+# article's fixed-count experiment: a cap near its real length), and a scenario one number apart from another
+# (pipelining depth, pool size, threads, CPython version) names it as `covered_by` and is left out.
+QUICK_RUN_BUDGET_SECONDS = 180.0
+
+
+def every_scenario(catalogue: Catalogue, quick: bool) -> list[Scenario]:
+    """What a run of every scenario runs: all but those run only by name, and in a quick run those covered by another."""
+    return [scenario for scenario in catalogue.scenarios.values()
+            if not scenario.settings(quick=False).named_only and not (quick and scenario.quick_covered_by)]
+
+
+def scenario_cells(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
+                   repeat: int | None) -> list[float]:
+    """Estimated seconds of every cell of one scenario's run, from the catalogue alone."""
+    settings = scenario_settings(scenario, quick, repeat)
+    designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
+    return plan_cells(settings, designs, with_ceiling=bool(settings.ceiling))
+
+
 def plan_run(catalogue: Catalogue, runs: list[tuple[Scenario, list[str] | None]], quick: bool,
              repeat: int | None) -> Progress:
     """One progress display for several scenarios: (scenario, design names or None for all) each."""
     planned: list[float] = []
     for scenario, design_names in runs:
-        settings = scenario_settings(scenario, quick, repeat)
-        designs = [catalogue.design(name) for name in (design_names or scenario.design_names(quick))]
-        cells = plan_cells(settings, designs, with_ceiling=bool(settings.ceiling))
         factor = past_speed(catalogue, RESULTS_DIR if not quick else SCRATCH_RESULTS_DIR, scenario.id)
-        planned += [seconds * factor for seconds in cells]
+        planned += [seconds * factor for seconds in scenario_cells(catalogue, scenario, design_names, quick, repeat)]
     return Progress(planned)
