@@ -15,9 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from harness.model.deployment_recipe import RULES, RecipeInputError, RecipeInputs, predict, recipe
+from harness.model.deployment_recipe import RULES, RecipeInputError, RecipeInputs, gunicorn_conf, predict, recipe
 from harness.model.paths import REPO_ROOT
-from harness.render.recipe_tables import CHECK_PATH, QUOTA_PATH
+from harness.model.records.deployment_records import OverloadCell
+from harness.render.recipe_tables import CHECK_PATH, QUOTA_PATH, held
 from harness.system import cpu_quota
 
 BASE = {"cores": 2, "rate": 200, "cpu_ms": 1, "wait_ms": 100, "max_connections": 100, "reserved": 3}
@@ -100,6 +101,40 @@ def test_past_capacity_a_thread_pool_queues_and_an_event_loop_refuses() -> None:
     assert queued["refused_share"] == 0 and queued["last_wait_s"] > 1
     refused = predict(result, "event-loop", 400, 10)
     assert refused["refused_share"] == pytest.approx(1 - 260 / 400, abs=0.001)
+    # Little's law: 2 workers hold 26 admitted each and answer 260/s, so an admitted request takes 200 ms on average;
+    # a mean, not a p99 bound (the pool's queue is not first come, first served)
+    assert refused["mean_bound_ms"] == pytest.approx(2 * 26 / 260 * 1000) and refused["p99_bound_ms"] is None
+
+
+def test_the_counter_example_is_the_threads_plan_without_worker_connections() -> None:
+    result = answer()
+    printed, counter = gunicorn_conf(result), gunicorn_conf(result, worker_connections=False)
+    assert "worker_connections = 6" in printed and "worker_connections" not in counter
+    assert [line for line in printed.splitlines() if not line.startswith("worker_connections")] == counter.splitlines()
+
+
+def overload_cell(answered: float, p99: float, mean: float, refused: int = 0, sent: int = 2000) -> OverloadCell:
+    """vegeta offering sent / 10 s, with these answers."""
+    latency = {"mean": mean, "p50": mean, "p90": p99, "p99": p99, "max": p99}
+    return OverloadCell.from_json({"tool": "vegeta", "command": [], "concurrency": 4000, "keep_alive": False,
+                                   "exit_code": 0, "requests_sent": sent, "complete": sent, "failed": 0,
+                                   "status_counts": {"200": sent - refused, **({"503": refused} if refused else {})},
+                                   "requests_per_second": answered, "latency_ms_2xx": latency, "rate": sent / 10})
+
+
+@pytest.mark.parametrize(("model", "cell", "verdict"), [
+    ("threads", overload_cell(200, p99=104, mean=102), "✓"),
+    ("threads", overload_cell(198, p99=347, mean=119), "✗"),  # the tail of the first record: past 2 x 100.5 ms
+    ("threads", overload_cell(258, p99=5454, mean=2783, sent=4000), "✓"),  # a queue, answering about its 269/s
+    ("threads", overload_cell(173, p99=2634, mean=1001, sent=4000), "✗"),  # a queue, but far below its capacity
+    ("event-loop", overload_cell(242, p99=302, mean=199, refused=1530, sent=4000), "✓"),  # the mean holds
+    ("event-loop", overload_cell(242, p99=302, mean=230, refused=1530, sent=4000), "✗"),  # past 52/250 s
+    ("event-loop", overload_cell(390, p99=150, mean=150, sent=4000), "✗"),  # no 503: the cap did not refuse
+])
+def test_the_check_table_judges_each_cell_against_the_prediction(model: str, cell: OverloadCell, verdict: str) -> None:
+    result = recipe(RecipeInputs(cores=1, rate=200, cpu_ms=0.5, wait_ms=100, max_connections=200, reserved=3,
+                                 longest_s=1))
+    assert held(cell, predict(result, model, cell.rate, 10)) == verdict
 
 
 @pytest.mark.parametrize(("version", "text", "expected"), [

@@ -98,7 +98,8 @@
             'worker_class = "gthread"',
             "workers = " + m.workers,
             "threads = " + m.threads + "  # per worker",
-            "worker_connections = " + m.threads + "  # one connection a thread: no worker takes more than it runs",
+            "worker_connections = " + m.threads + "  # one connection a thread: none waits behind a busy worker " +
+              "(so Gunicorn keeps no idle connection, and warns so at start)",
             "keepalive = " + t.server_keepalive_s + "  # seconds; above the proxy's idle timeout",
             "graceful_timeout = " + t.graceful_s + "  # seconds; above the longest request",
             "timeout = " + t.gunicorn_timeout_s,

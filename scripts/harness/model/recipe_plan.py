@@ -6,7 +6,7 @@ unknown key or a value of the wrong type is refused naming the file and the key;
 from __future__ import annotations
 
 from harness.model.deployment_recipe import RecipeInputs
-from harness.model.records.typed import Typed
+from harness.model.records.typed import Typed, optional
 
 
 class CheckPlan(Typed):
@@ -24,6 +24,8 @@ class CheckPlan(Typed):
     proxy: bool
     multiples: list[float]  # of the rate, offered in turn to the same server
     schedule_seconds: float
+    warmup_seconds: float | None = optional()  # the sized rate offered first, kept apart and not judged
+    counter_example: bool | None = optional()  # also run the threads plan without worker_connections
     repeat: int
     max_in_flight: int
     timeout: float

@@ -26,14 +26,15 @@ from harness.model.deployment_recipe import (
     uvicorn_command,
 )
 from harness.model.records.deployment_records import OverloadCell
-from harness.model.records.recipe_records import CheckRecord, QuotaRecord
+from harness.model.records.recipe_records import COUNTER_EXAMPLE, CheckRecord, CheckRun, QuotaRecord
 from harness.render.deployment_tables import read_record
 from harness.render.presentation import wide_table
 from harness.render.generated_header import HEADER
 
 CHECK_PATH = "deployment/recipe-check.json"
 QUOTA_PATH = "deployment/cpu-quota.json"
-MODEL_NAMES = {"threads": "Gunicorn gthread", "event-loop": "uvicorn"}
+MODEL_NAMES = {"threads": "Gunicorn gthread", COUNTER_EXAMPLE: "Gunicorn gthread without worker_connections",
+               "event-loop": "uvicorn"}
 
 # The worked examples: the page's answer without JavaScript, and inputs the browser test checks the calculator on.
 EXAMPLES: list[tuple[str, RecipeInputs]] = [
@@ -114,7 +115,7 @@ def predicted_label(prediction: dict[str, Any], model: str) -> str:
     if model == "threads":
         return f"{prediction['answered_rps']:,.0f}/s answered, a queue: the last waits ~{prediction['last_wait_s']:g} s"
     return (f"{prediction['answered_rps']:,.0f}/s answered, {prediction['refused_share']:.0%} refused (503), "
-            f"p99 ≤ {ms(prediction['p99_bound_ms'])} ms")
+            f"what it admits takes ≤ {ms(prediction['mean_bound_ms'])} ms on average")
 
 
 def held(cell: OverloadCell, prediction: dict[str, Any]) -> str:
@@ -125,12 +126,29 @@ def held(cell: OverloadCell, prediction: dict[str, Any]) -> str:
     sent = cell.requests_sent or 0
     if prediction["within"]:
         ok = bool(sent) and served >= 0.99 * sent and p99 is not None and p99 <= prediction["p99_bound_ms"]
-    elif prediction["p99_bound_ms"] is None:  # a queue: no more than the capacity answered, and late
-        ok = ((cell.requests_per_second or 0) <= 1.1 * prediction["answered_rps"] and p99 is not None
+    elif "last_wait_s" in prediction:  # a queue: about the capacity answered (within 10%), and late
+        ok = (0.9 * prediction["answered_rps"] <= (cell.requests_per_second or 0) <= 1.1 * prediction["answered_rps"]
+              and p99 is not None
               and p99 > 1000 * prediction["last_wait_s"] / 2)  # the queue shows: p99 past half the last one's wait
-    else:
-        ok = p99 is not None and p99 <= prediction["p99_bound_ms"] and (cell.answers(503) > 0)
+    else:  # refusals, and by Little's law the admitted requests' mean: cap / capacity
+        ok = lat is not None and lat.mean is not None and lat.mean <= prediction["mean_bound_ms"] and (
+            cell.answers(503) > 0)
     return "✓" if ok else "✗"
+
+
+def run_name(run: CheckRun, result: dict[str, Any]) -> str:
+    """The configuration as the table names it: its counts, and the repeat."""
+    counts = result["models"]["threads" if run.model == COUNTER_EXAMPLE else run.model]
+    counts_text = (f"{counts['workers']} worker, pool {counts['pool_per_worker']}, cap {counts['admission_per_worker']}"
+                   if run.model == "event-loop" else f"{counts['workers']} × {counts['threads']} threads")
+    return f"{MODEL_NAMES[run.model]}: {counts_text} (run {run.repeat + 1})"
+
+
+def measured_cells(cell: OverloadCell) -> str:
+    """answered 2xx/s, 503, no answer, mean, p50 and p99 ms: the measured columns of one row."""
+    lat = latency(cell)
+    return (f"{cell.requests_per_second or 0:,.0f} | {cell.answers(503)} | {cell.failed or 0} | "
+            f"{ms(lat.mean if lat else None)} | {ms(lat.p50 if lat else None)} | {ms(lat.p99 if lat else None)}")
 
 
 def check_table(record: CheckRecord | None) -> str:
@@ -142,31 +160,33 @@ def check_table(record: CheckRecord | None) -> str:
     stale = "" if now == result else (
         "\n**The rules changed since this run: the configurations measured are not what the recipe gives now. "
         "Re-run `python scripts/bench.py recipe check`.**\n")
-    lines = ["| configuration | offered | predicted | answered 2xx/s | 503 | no answer | p50 ms | p99 ms | as predicted |",
-             "|---|--:|---|--:|--:|--:|--:|--:|:-:|"]
+    lines = ["| configuration | offered | predicted | answered 2xx/s | 503 | no answer | mean ms | p50 ms | p99 ms "
+             "| as predicted |", "|---|--:|---|--:|--:|--:|--:|--:|--:|:-:|"]
     for run in record.runs:
-        counts = result["models"][run.model]
-        name = (f"{MODEL_NAMES[run.model]}: {counts['workers']} × {counts['threads']} threads" if run.model == "threads"
-                else f"{MODEL_NAMES[run.model]}: {counts['workers']} worker, pool {counts['pool_per_worker']}, "
-                     f"cap {counts['admission_per_worker']}")
+        name = run_name(run, result)
+        judged = "threads" if run.model == COUNTER_EXAMPLE else run.model  # the same prediction, without the rule
         if run.error and not run.cells:
-            lines.append(f"| {name} (run {run.repeat + 1}) | | failed: {run.error[:100]} | | | | | | |")
+            lines.append(f"| {name} | | failed: {run.error[:100]} | | | | | | | |")
             continue
+        if run.warmup is not None:
+            lines.append(f"| {name} | {run.warmup.rate or 0:g}/s, its first {record.plan.warmup_seconds:g} s "
+                         f"(warm-up) | not judged: starting | {measured_cells(run.warmup)} | – |")
         for cell in run.cells:
-            prediction = predict(result, run.model, cell.rate or 0, record.plan.schedule_seconds)
-            lat = latency(cell)
-            lines.append(
-                f"| {name} (run {run.repeat + 1}) | {cell.rate or 0:g}/s ({cell.multiple or 0:g}×) | "
-                f"{predicted_label(prediction, run.model)} | {cell.requests_per_second or 0:,.0f} | {cell.answers(503)} "
-                f"| {cell.failed or 0} | {ms(lat.p50 if lat else None)} | {ms(lat.p99 if lat else None)} | "
-                f"{held(cell, prediction)} |")
+            prediction = predict(result, judged, cell.rate or 0, record.plan.schedule_seconds)
+            lines.append(f"| {name} | {cell.rate or 0:g}/s ({cell.multiple or 0:g}×) | "
+                         f"{predicted_label(prediction, judged)} | {measured_cells(cell)} | {held(cell, prediction)} |")
     ceiling = record.ceiling[0] if record.ceiling else None
     late = ceiling.late_ms.p99 if ceiling and ceiling.late_ms else None
-    caption = (f"\n*{record.plan.title}. Inputs: {inputs_line(record.plan.inputs())}. Each rate offered for "
-               f"{record.plan.schedule_seconds:g} s by vegeta (open loop, a new connection per request to nginx), "
-               f"the same server taking the sized rate, then twice it; {record.plan.repeat} fresh servers per "
-               f"configuration. Latency of the 2xx answers, from when vegeta sent the request. The server and nginx "
-               f"share CPU {record.environment.pinning.server_cpu}, vegeta has CPU "
+    plan = record.plan
+    warmup = (f"each fresh stack first took the sized rate for {plan.warmup_seconds:g} s (its warm-up row, not "
+              "judged), then " if plan.warmup_seconds else "")
+    database_pinned = (record.database_command or [""])[0] == "taskset"
+    caption = (f"\n*{plan.title}. Inputs: {inputs_line(plan.inputs())}. Vegeta (open loop, a new connection per "
+               f"request to nginx): {warmup}each rate for {plan.schedule_seconds:g} s, the same server taking the "
+               f"sized rate, then twice it; {plan.repeat} fresh servers per configuration. Latency of the 2xx "
+               f"answers, from when vegeta sent the request; ✓ as the text below says. The server, nginx"
+               f"{' and PostgreSQL' if database_pinned else ''} share CPU {record.environment.pinning.server_cpu}, "
+               f"vegeta has CPU "
                f"{record.environment.pinning.load_tool_cpu}. The tool's ceiling: nginx alone at "
                f"{ceiling.rate or 0:g}/s answered {ceiling.requests_per_second or 0:,.0f}/s"
                f"{f', vegeta p99 {late:g} ms behind its schedule' if late is not None else ''}. "

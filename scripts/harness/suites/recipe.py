@@ -6,9 +6,12 @@ after the last run (results/deployment/recipe-check.json and cpu-quota.json for 
 check: the plan's inputs go through model/deployment_recipe.py's recipe(); its gunicorn.conf.py (threads) and its
 uvicorn command line (event loop) are run as printed, only the app (our WSGI app on psycopg, our ASGI app on
 asyncpg, both SELECT pg_sleep(wait)), the address and the DSN filled in, on the scratch PostgreSQL, behind nginx
-with upstream keep-alive; vegeta offers each rate in turn (open loop, a new connection per request to nginx, as
-the overload suite). The server and nginx share one CPU, vegeta has the other. The tool's ceiling is nginx alone
-at the top rate, measured first.
+with upstream keep-alive; with the plan's counter_example, the threads plan also runs without its
+worker_connections line (Gunicorn's default), to show what that rule is for. Each fresh stack first gets the
+sized rate for warmup_seconds (kept as the run's warm-up, not judged: Gunicorn listens before its workers have
+opened their pools), then vegeta offers each rate in turn (open loop, a new connection per request to nginx, as
+the overload suite). The server, nginx and PostgreSQL share one CPU, vegeta has the other. The tool's ceiling is
+nginx alone at the top rate, measured first.
 
 quota: for each worker count a fresh cgroup with the plan's quota (system/cpu_quota.py), the design started
 inside it (may use every CPU), usable_cpus() and os.cpu_count() asked inside it, wrk on the second CPU; cpu.stat
@@ -36,7 +39,7 @@ from harness.model.paths import REPO_ROOT
 from harness.model.recipe_plan import CheckPlan, QuotaPlan
 from harness.model.records import SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import OverloadCell
-from harness.model.records.recipe_records import CheckRecord, CheckRun, QuotaRecord, QuotaRun
+from harness.model.records.recipe_records import COUNTER_EXAMPLE, CheckRecord, CheckRun, QuotaRecord, QuotaRun
 from harness.model.records.scenario_record import Latency
 from harness.model.records.typed import Typed
 from harness.suites import deployment
@@ -68,10 +71,10 @@ def stack_command(model: str, result: dict[str, Any], port: int, workdir: Path, 
                   wait_s: float) -> tuple[list[str], signal.Signals]:
     """The recipe's configuration as a command line, the app and the address filled in, and its stop signal."""
     host = processes.LOOPBACK
-    if model == "threads":
+    if model in ("threads", COUNTER_EXAMPLE):
         workdir.mkdir(parents=True, exist_ok=True)
         conf = workdir / "gunicorn.conf.py"
-        conf.write_text(gunicorn_conf(result), encoding="utf-8")
+        conf.write_text(configuration(model, result), encoding="utf-8")
         return ([sys.executable, "-m", "gunicorn", "-c", str(conf), "--bind", f"{host}:{port}", "--chdir",
                  str(SERVERS), "--env", f"APP_DELAY={wait_s:g}", "--env", f"DATABASE_URL={dsn}", WSGI_APP],
                 signal.SIGTERM)  # Gunicorn's graceful stop
@@ -85,11 +88,21 @@ def stack_command(model: str, result: dict[str, Any], port: int, workdir: Path, 
              "--app-dir", str(SERVERS), *arguments], signal.SIGINT)  # uvicorn ends with exit 0 on SIGINT
 
 
+def configuration(model: str, result: dict[str, Any]) -> str:
+    """What the recipe printed for this model: gunicorn.conf.py's text (less worker_connections for the
+    counter-example) or the uvicorn command line."""
+    if model == "event-loop":
+        return uvicorn_command(result)
+    return gunicorn_conf(result, worker_connections=model != COUNTER_EXAMPLE)
+
+
 def vegeta_cell(url: str, rate: float, plan: CheckPlan, workdir: Path, cpu: str | None,
-                multiple: float) -> OverloadCell:
+                multiple: float, seconds: float | None = None) -> OverloadCell:
+    """vegeta at `rate` for `seconds` (the plan's schedule unless given)."""
     tool = require_tool("vegeta")
-    settings = ScenarioSettings.for_tool(plan.schedule_seconds, plan.max_in_flight, rate=rate,
-                                         schedule_seconds=plan.schedule_seconds, timeout=plan.timeout)
+    seconds = seconds or plan.schedule_seconds
+    settings = ScenarioSettings.for_tool(seconds, plan.max_in_flight, rate=rate, schedule_seconds=seconds,
+                                         timeout=plan.timeout)
     print(f"  rate {rate:g}/s: {' '.join(tool.command(url, plan.max_in_flight, settings, workdir))}", flush=True)
     cell = OverloadCell.from_json(tool.run(url, plan.max_in_flight, settings, workdir, cpu), f"vegeta at {rate:g}/s")
     return replace(cell, multiple=multiple, load_command=processes.pinned(cell.command, cpu))
@@ -97,25 +110,30 @@ def vegeta_cell(url: str, rate: float, plan: CheckPlan, workdir: Path, cpu: str 
 
 def check_run(model: str, repeat: int, result: dict[str, Any], plan: CheckPlan, dsn: str, log_dir: Path,
               pinning: processes.CpuPinning) -> CheckRun:
-    """One configuration behind nginx, through every rate in turn; a fresh server and proxy."""
+    """One configuration behind nginx: the warm-up at the sized rate, then every rate in turn; a fresh server and
+    proxy."""
     port = ports.run_port("server")
     command, stop_signal = stack_command(model, result, port, log_dir, dsn, plan.wait_ms / 1000)
-    config = gunicorn_conf(result) if model == "threads" else uvicorn_command(result)
+    config = configuration(model, result)
     cells: list[OverloadCell] = []
+    warmup: OverloadCell | None = None
     try:
         with launcher.running_configuration(command, port, log_dir, pinning.server, stop_signal) as server, \
                 launcher.reverse_proxy(plan.proxy_config, server.port, log_dir, pinning.server) as proxy:
             print(f"  server: {' '.join(server.command)}\n  proxy:  {' '.join(proxy.command)}", flush=True)
             url = f"http://{proxy.host}:{proxy.port}/"
+            if plan.warmup_seconds:
+                print(f"  warm-up, {plan.warmup_seconds:g} s:", flush=True)
+                warmup = vegeta_cell(url, plan.rate, plan, log_dir / "warmup", pinning.load, 1.0, plan.warmup_seconds)
             for index, (rate, multiple) in enumerate(zip(plan.rates, plan.multiples, strict=True)):
                 cells.append(vegeta_cell(url, rate, plan, log_dir / f"{index}-rate{rate:g}", pinning.load, multiple))
             alive = server.alive()
             error = None if alive else f"the server died: {server.stderr_tail()[-400:]}"
         return CheckRun(model=model, repeat=repeat, config=config, server_command=server.command,
-                        proxy_command=proxy.command, cells=cells, server_alive=alive, error=error)
+                        proxy_command=proxy.command, warmup=warmup, cells=cells, server_alive=alive, error=error)
     except processes.ServerStartError as error:
-        return CheckRun(model=model, repeat=repeat, config=config, server_command=command, cells=cells,
-                        error=str(error))
+        return CheckRun(model=model, repeat=repeat, config=config, server_command=command, warmup=warmup,
+                        cells=cells, error=str(error))
 
 
 def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[Path, int]:
@@ -132,9 +150,10 @@ def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[
                                  cpu=pinning.server) as nginx:
         ceiling = [vegeta_cell(f"http://{nginx.host}:{nginx.port}/", top, plan, log_root / "ceiling" / "load",
                                pinning.load, max(plan.multiples))]
-    with postgres.scratch_cluster() as cluster:
+    models = ("threads", *((COUNTER_EXAMPLE,) if plan.counter_example else ()), "event-loop")
+    with postgres.scratch_cluster(cpu=pinning.server) as cluster:  # the database on the server's CPU, as the runner
         for repeat in range(plan.repeat):
-            for model in ("threads", "event-loop"):
+            for model in models:
                 print(f"{plan.id}: {model}, repeat {repeat + 1} of {plan.repeat}", flush=True)
                 run = check_run(model, repeat, result, plan, cluster.dsn, log_root / f"{repeat}-{model}", pinning)
                 problems += bool(run.error) or any(cell.error for cell in run.cells)

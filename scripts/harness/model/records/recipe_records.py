@@ -12,14 +12,18 @@ from harness.model.records.scenario_record import Latency
 from harness.model.records.typed import Typed, optional
 
 
+COUNTER_EXAMPLE = "threads-without-worker-connections"  # the threads plan less its worker_connections line
+
+
 class CheckRun(Typed):
     """One configuration, one fresh server and proxy, through every rate in turn."""
 
-    model: str  # "threads" (Gunicorn gthread) or "event-loop" (uvicorn)
+    model: str  # "threads" (Gunicorn gthread), "event-loop" (uvicorn), or COUNTER_EXAMPLE
     repeat: int
     config: str  # what the recipe printed: gunicorn.conf.py's text or the uvicorn command line
     server_command: list[str] | None = optional()
     proxy_command: list[str] | None = optional()
+    warmup: OverloadCell | None = optional()  # the sized rate for the plan's warmup_seconds, right after the start
     cells: list[OverloadCell]
     server_alive: bool | None = optional()
     error: str | None = optional()
