@@ -109,3 +109,31 @@ def test_the_table_shows_both_runs_of_every_setting_from_the_record() -> None:
                         f"{figures.connections_held}") in line
                 assert figures.held_answered + figures.held_closed + figures.held_silent == figures.connections_held
     assert json.loads(RECORD.read_text(encoding="utf-8"))["kind"] == "emfile-settings"
+
+
+@pytest.mark.skipif(not RECORD.exists(), reason="results/hostile-emfile-settings.json not measured yet")
+def test_what_the_reference_page_reads_from_the_record_holds() -> None:
+    """docs/reference/survive-limits.md's paragraph under the table, claim by claim, against the record."""
+    record = survival.load_settings_record(REPO_ROOT / "results")
+    assert record is not None and record.case.ask_held_within is not None
+    busy = record.case.busy_cpu_share
+    rows = {row.setting.server: row for row in record.rows}
+    for row in record.rows:
+        capped, default = row.with_setting, row.default
+        assert capped.result is not None and default.result is not None, row.setting
+        figures, before = capped.result.figures, default.result.figures
+        assert figures is not None and before is not None
+        # With the cap: not at the limit, no busy loop, no EMFILE in the log.
+        assert (figures.at_limit, capped.emfile_logged) == (0, 0) and figures.cpu_share <= busy, row.setting
+        # The price: the connections past the cap wait; fewer answered than at the defaults, some got nothing.
+        assert figures.held_answered < before.held_answered and figures.held_silent > 0, row.setting
+    granian = rows["Granian"].with_setting.result.figures
+    assert granian.held_answered == int(rows["Granian"].setting.value)  # --backpressure capped connections too
+    gthread = rows["Gunicorn"].default
+    assert gthread.result.figures.at_limit == 0 and gthread.result.figures.cpu_share <= busy  # no spin, not "at" it
+    assert gthread.emfile_logged > 0 and gthread.processes_replaced >= 1  # accept() raised EMFILE; a new worker
+    assert gthread.result.figures.held_closed > 0  # what a client loses: closed without an answer
+    waitress = rows["Waitress"].default
+    assert waitress.emfile_logged > 0 and waitress.result.figures.cpu_share > busy  # the log fills, beside the spin
+    page = (REPO_ROOT / "docs" / "reference" / "survive-limits.md").read_text(encoding="utf-8")
+    assert "Read it row by row." in page and '--8<-- "docs/_generated/survive-emfile-settings.md"' in page
