@@ -66,3 +66,29 @@ def test_a_rate_whose_second_run_fell_outside_its_interval_carries_the_repeat_fl
 def test_without_a_record_the_guide_says_how_to_measure_it(tmp_path: Path) -> None:
     files = database_tables.database_files({}, tmp_path, "{source}\n")
     assert "bench.py run --scenario database-sleep" in files[tmp_path / "database" / "guide.md"]
+
+
+def single_query_record(scenario_id: str, keep_alive: bool, rate: float) -> ScenarioRecord:
+    """A database-single-shaped record: one design at 50 clients, with keep-alive or without (and its reason)."""
+    settings = {"concurrency": [50], "repeat": 3, "time_limit": 2, "keep_alive": keep_alive, "database": True,
+                "path": "/db", **({} if keep_alive else {"closes_connections": "to show what a connection costs"})}
+    outcome = fake_outcome("threads-psycopg-pool",
+                           [fake_run(concurrency=50, requests_per_second=rate * factor, latency_ms={"p50": 5.0,
+                                                                                                     "p99": 9.0},
+                                     complete=3000, requests_requested=0, duration_s=2.0)
+                            for factor in (0.99, 1.0, 1.01)])
+    return typed(fake_record_json({"id": scenario_id}, settings, [outcome], {"commit": "b" * 40},
+                                  mode="full", started_utc="2026-11-28T12:00:00Z", finished_utc="2026-11-28T12:01:00Z"))
+
+
+def test_the_keep_alive_table_sets_each_design_with_kept_connections_beside_a_connection_per_request() -> None:
+    """Issue 31: the cost of a connection per request, per design, from the two records; each caption says whether
+    wrk kept its connections, and the table waits for both records."""
+    kept = single_query_record("database-single", True, 4000.0)
+    closed = single_query_record(database_tables.CLOSE_SCENARIO, False, 1000.0)
+    table = database_tables.connection_cost_table({"database-single": kept, database_tables.CLOSE_SCENARIO: closed})
+    assert "| **4,000** | **1,000** | 4.0× | 9.0 / 9.0 |" in table
+    assert "a new TCP connection per request (keep-alive off: to show what a connection costs)" in table
+    assert "Not measured yet" in database_tables.connection_cost_table({"database-single": kept})
+    assert "wrk keeps its connections open" in database_tables.footer(kept)
+    assert "keep the connection for the client's next request" in database_tables.queries_table({"database-single": kept})

@@ -9,6 +9,8 @@ Reads records only (suites/runner.py measures them, in a scratch PostgreSQL). Th
   queries) side by side, with the p99 of each answer's wait for a pool connection (X-Pool-Wait-Us).
 - database-pool.md: the `database-pool-N` records, one row per pool size and client count: the rate,
   the cap N / 0.1 s that the pool puts on it, the latency and the wait for a connection.
+- database/keep-alive.md: `database-single` (wrk keeps its connections) beside `database-single-close` (the same
+  query, a new connection per request): what a connection per request costs each design (issue 31).
 
 verdict.md answers the guide's question, did the simulated call tell the truth?, in one plain sentence
 (database.md includes it under its table); guide.md, which the guide pages include, adds a small table
@@ -33,6 +35,7 @@ SLEEP_SCENARIO = "database-sleep"
 QUERY_SCENARIOS = {"database-single": "single query (GET /db)", "database-multiple": "20 queries (GET /queries)"}
 POOL_SIZES = (5, 10, 20)  # the database-pool-N scenarios: the budget is 20 connections, the largest pool
 POOL_SCENARIO = "database-pool-{size}"
+CLOSE_SCENARIO = "database-single-close"  # database-single with keep-alive off: a connection per request
 # The design each real-call design grows from: the same model with the call simulated (a sleep or a timer).
 SIMULATED_TWIN = {
     "threads-psycopg-pool": "thread-pool-executor",
@@ -101,6 +104,12 @@ def footer(record: ScenarioRecord) -> str:
             f"{record.mode} run. Raw record: `results/{record.id}.json`.\n")
 
 
+def answer_and(record: ScenarioRecord) -> str:
+    """How a request of this record ends: the connection kept for the next one, or closed."""
+    return ("answer the same 133-byte page{rows}, and keep the connection for the client's next request"
+            if record.settings.keep_alive else "answer the same 133-byte page{rows}, and close")
+
+
 def real_vs_simulated(record: ScenarioRecord | None) -> str:
     """Each real-call design beside its simulated twin, per client count."""
     if record is None:
@@ -123,7 +132,7 @@ def real_vs_simulated(record: ScenarioRecord | None) -> str:
                         f"{share:.0%} | {latency(real_cell, 'p99')} / {latency(twin_cell, 'p99')} |")
     work = ("Work per request: read and parse the request head; the real design sends `SELECT pg_sleep(0.1)` on a "
             "database connection (from its pool of 16, or its own) and waits for the row, the twin waits 0.1 s itself "
-            "(a sleep or a timer); both answer the same 133-byte page and close the connection.")
+            "(a sleep or a timer); both " + answer_and(record).format(rows="") + ".")
     return "\n".join(rows) + "\n\n" + work + " " + footer(record)
 
 
@@ -152,9 +161,10 @@ def queries_table(records: dict[str, ScenarioRecord]) -> str:
     first = next(iter(present.values()))
     work = (f"{first.settings.concurrency[0]} clients. Work per request: read and parse the request head; one "
             "`SELECT id, randomnumber FROM world WHERE id = $1` (single) or twenty of them one after the other "
-            "(multiple) on one connection, random ids from 1 to 10,000; answer the same 133-byte page, the rows in a "
-            "header, and close. Pool wait: the time the request waited for a free connection (the header "
-            "`X-Pool-Wait-Us`, summarised by wrk); – for the designs with no pool (a connection per client).")
+            "(multiple) on one database connection, random ids from 1 to 10,000; "
+            + answer_and(first).format(rows=", the rows in a header") + ". Pool wait: the time the request waited "
+            "for a free connection (the header `X-Pool-Wait-Us`, summarised by wrk); – for the designs with no pool "
+            "(a new database connection per request).")
     return "\n".join(rows) + "\n\n" + work + " " + footer(first)
 
 
@@ -181,8 +191,34 @@ def pool_table(records: dict[str, ScenarioRecord]) -> str:
     design = first.designs[0].name
     work = (f"{design_link(design)}, one process, its pool of 5, 10 or 20 connections (`--pool-size`; 20 is the "
             "budget). Work per request: read and parse the request head, wait for a free connection, send "
-            "`SELECT pg_sleep(0.1)` and wait for the row, answer the same 133-byte page and close.")
+            "`SELECT pg_sleep(0.1)` and wait for the row, " + answer_and(first).format(rows="") + ".")
     return "\n".join(rows) + "\n\n" + work + " " + footer(first)
+
+
+def connection_cost_table(records: dict[str, ScenarioRecord]) -> str:
+    """database-single beside database-single-close, per design: the rate with connections kept and with a new
+    connection per request, their ratio, both p99s."""
+    kept, closed = records.get("database-single"), records.get(CLOSE_SCENARIO)
+    if kept is None or closed is None:
+        return (f"*Not measured yet: `python scripts/bench.py run --scenario {CLOSE_SCENARIO}` (and "
+                "`database-single`).*\n")
+    found_kept, found_closed = cells(kept), cells(closed)
+    clients = kept.settings.concurrency[0]
+    rows = ["| Design | Req/s, connections kept | Req/s, a new connection per request | Kept ÷ new | "
+            "p99 ms kept / new |", "|---|---|---|---|---|"]
+    for name in [design.name for design in kept.designs]:
+        on, off = found_kept.get((name, clients)), found_closed.get((name, clients))
+        if on is None or off is None:
+            rows.append(f"| {design_link(name)} | not measured | – | – | – |")
+            continue
+        ratio = on["rate"]["median"] / off["rate"]["median"]
+        rows.append(f"| {design_link(name)} | {rate_label(on, record=kept)} | {rate_label(off, record=closed)} | "
+                    f"{ratio:.1f}× | {latency(on, 'p99')} / {latency(off, 'p99')} |")
+    work = (f"{clients} clients, `GET /db`: one random row by id. Connections kept: `results/database-single.json` "
+            f"(wrk's default). A new connection per request: `results/{CLOSE_SCENARIO}.json`, the same query with "
+            "wrk sending `Connection: close`, so every request also opens and closes a TCP connection to the server "
+            "(the two designs without a pool open a PostgreSQL connection per request in both runs).")
+    return "\n".join(rows) + "\n\n" + work + " " + footer(closed)
 
 
 def flagged_rate(record: ScenarioRecord, rerun: ScenarioRecord | None, name: str, clients: float,
@@ -244,6 +280,8 @@ def database_files(records: dict[str, ScenarioRecord], generated_dir: Path, head
         directory / "queries.md": header.format(source="results/database-single.json, results/database-multiple.json")
         + wide_table(queries_table(records)),
         directory / "pool.md": header.format(source="results/database-pool-*.json") + pool_table(records),
+        directory / "keep-alive.md": header.format(source=f"results/database-single.json, results/{CLOSE_SCENARIO}.json")
+        + wide_table(connection_cost_table(records)),
         directory / "verdict.md": header.format(source=verdict_source) + sentence,
         # The guide pages (which-model.md, compare.md): the sentence and the table behind it.
         directory / "guide.md": header.format(source=verdict_source) + sentence + "\n" + table,
