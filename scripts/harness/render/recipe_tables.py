@@ -195,6 +195,58 @@ def check_table(record: CheckRecord | None) -> str:
     return wide_table("\n".join(lines)) + caption + stale
 
 
+def spread(values: list[float], unit: str = " ms", scale: float = 1.0) -> str:
+    """The runs' values as 'a-b unit' (or one value): what a finding quotes."""
+    shown = sorted({ms(value / scale) if unit == " ms" else f"{value / scale:,.{1 if scale > 1 else 0}f}"
+                    for value in values}, key=lambda text: float(text.replace(",", "")))
+    return (shown[0] if len(shown) == 1 else f"{shown[0]}–{shown[-1]}") + unit if shown else "–"
+
+
+def check_findings(record: CheckRecord | None) -> str:
+    """What the check's record shows against the prediction, one bullet a configuration and rate, every figure
+    from the record (the page's prose says how to read them)."""
+    if record is None:
+        return "*Not measured yet.*\n"
+    result, plan = record.recipe, record.plan
+    bullets = []
+    for model in ("threads", COUNTER_EXAMPLE, "event-loop"):
+        runs = [run for run in record.runs if run.model == model and run.cells]
+        if not runs:
+            continue
+        judged = "threads" if model == COUNTER_EXAMPLE else model
+        name = MODEL_NAMES[model]
+        for multiple in sorted({cell.multiple or 0 for run in runs for cell in run.cells}):
+            cells = [cell for run in runs for cell in run.cells if cell.multiple == multiple]
+            prediction = predict(result, judged, cells[0].rate or 0, plan.schedule_seconds)
+            verdicts = [held(cell, prediction) for cell in cells]
+            runs_text = {1: "", 2: " in either run"}.get(len(cells), f" in any of its {len(cells)} runs")
+            held_text = ("as predicted" + (f" in all {len(cells)} runs" if len(cells) > 1 else "")
+                         if "✗" not in verdicts else "**not** as predicted" + runs_text if "✓" not in verdicts
+                         else f"as predicted in {verdicts.count('✓')} of {len(cells)} runs")
+            p99s = [cell.latency_ms_2xx.p99 for cell in cells if cell.latency_ms_2xx and cell.latency_ms_2xx.p99]
+            means = [cell.latency_ms_2xx.mean for cell in cells if cell.latency_ms_2xx and cell.latency_ms_2xx.mean]
+            rates = [cell.requests_per_second or 0 for cell in cells]
+            if prediction["within"]:
+                text = (f"**{name} at the sized rate** ({multiple:g}×): p99 {spread(p99s)} against the "
+                        f"{ms(prediction['p99_bound_ms'])} ms bound, {held_text}.")
+            elif "last_wait_s" in prediction:
+                text = (f"**{name} at {multiple:g}× the rate**: answered {spread(rates, '/s')} of the "
+                        f"{prediction['answered_rps']:,.0f}/s predicted and queued the rest, p99 "
+                        f"{spread(p99s, ' s', 1000)}, {held_text}.")
+            else:
+                refused = [cell.answers(503) / cell.requests_sent for cell in cells if cell.requests_sent]
+                text = (f"**{name} at {multiple:g}× the rate**: refused {spread([100 * r for r in refused], '%')} "
+                        f"with 503 ({prediction['refused_share']:.0%} predicted); what it admitted took "
+                        f"{spread(means)} on average (≤ {ms(prediction['mean_bound_ms'])} ms predicted), p99 "
+                        f"{spread(p99s)}: {held_text}.")
+            bullets.append(f"- {text}")
+        warmups = [run.warmup for run in runs if run.warmup and run.warmup.latency_ms_2xx]
+        if warmups:
+            bullets.append(f"- {name}, its first {plan.warmup_seconds:g} s after a start (the warm-up, not judged): "
+                           f"p99 {spread([cell.latency_ms_2xx.p99 for cell in warmups if cell.latency_ms_2xx.p99])}.")
+    return "\n".join(bullets) + "\n"
+
+
 def quota_table(record: QuotaRecord | None) -> str:
     if record is None:
         return ("*Not measured yet: no `results/deployment/cpu-quota.json`. `python scripts/bench.py recipe quota` "
@@ -249,5 +301,6 @@ def recipe_files(results_dir: Path, generated_dir: Path) -> dict[Path, str]:
         out / "rules.md": HEADER.format(source="scripts/harness/model/deployment_recipe.py") + "\n" + rules_table(),
         out / "examples.md": HEADER.format(source="scripts/harness/model/deployment_recipe.py") + "\n" + examples_page(),
         out / "check.md": HEADER.format(source=f"results/{CHECK_PATH}") + "\n" + check_table(check),
+        out / "check-findings.md": HEADER.format(source=f"results/{CHECK_PATH}") + "\n" + check_findings(check),
         out / "quota.md": HEADER.format(source=f"results/{QUOTA_PATH}") + "\n" + quota_table(quota),
     }
