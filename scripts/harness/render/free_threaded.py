@@ -28,7 +28,7 @@ from typing import Any
 from harness.model import limits
 from harness.model.records import RESULTS_DIR
 from harness.model.records import load_scenario_records
-from harness.model.records.gil_dependencies_record import GilDependenciesRecord
+from harness.model.records.gil_dependencies_record import FreeThreadedBuildRecord, GilDependenciesRecord
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.model.stats import interval_name
 from harness.render.cells import SPREAD_FLAG, ceilings, format_rate, rate_flags, summarise_cell
@@ -381,16 +381,18 @@ def build_time(results_dir: Path = RESULTS_DIR) -> str:
         return ("*Not shown yet:* no build from a fresh clone with an empty cache has been recorded "
                 f"(`results/free-threaded/{BUILD_RECORD}`).\n")
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("kind") != "free-threaded-build" or not isinstance(data.get("seconds"), dict):
+    if data.get("kind") != "free-threaded-build":
         raise ValueError(f"{path}: not a free-threaded build record (kind {data.get('kind')!r})")
-    seconds = {step: int(data["seconds"][step]) for step in ("source", "gil", "free_threaded", "environments")}
-    total = sum(seconds.values())
+    record = FreeThreadedBuildRecord.from_json(data, str(path))
+    seconds = record.seconds
+    total = seconds.source + seconds.gil + seconds.free_threaded + seconds.environments
     return (f"From a fresh clone with an empty cache, `make free-threaded-python` took **{total // 60} min "
-            f"{total % 60} s** on this machine ({data['cpus']} CPUs, {data['cpu_model']}; make -j{data['make_jobs']}): "
-            f"fetching and unpacking the source {seconds['source']} s, the build with the GIL {seconds['gil']} s, "
-            f"the free-threaded build {seconds['free_threaded']} s, the two environments with the servers "
-            f"{seconds['environments']} s. Commit `{str(data['commit'])[:10]}`, {data['started_utc']} to "
-            f"{data['finished_utc']}; record `results/free-threaded/{BUILD_RECORD}`.\n")
+            f"{total % 60} s** on this machine ({record.cpus} CPUs, {record.cpu_model}; make -j{record.make_jobs}): "
+            f"fetching and unpacking the source {seconds.source} s, the build with the GIL {seconds.gil} s, "
+            f"the free-threaded build {seconds.free_threaded} s, the two environments with the servers "
+            f"{seconds.environments} s (pip's own download cache, outside the build's, was not emptied). Commit "
+            f"`{record.commit[:10]}`, {record.started_utc} to {record.finished_utc}; record "
+            f"`results/free-threaded/{BUILD_RECORD}`.\n")
 
 
 def not_run(pair: str, gil: str, free: str, where: str) -> str:

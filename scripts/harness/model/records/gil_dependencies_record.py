@@ -1,5 +1,7 @@
-"""The dependencies' record (suites/gil_dependencies.py, results/free-threaded/dependencies.json): per CPython and
-package, how it installed and whether importing it left the GIL on."""
+"""The free-threaded page's records besides the scenarios': the dependencies' (suites/gil_dependencies.py,
+results/free-threaded/dependencies.json: per CPython and package, how it installed and whether importing it left
+the GIL on) and the build's (scripts/build_free_threaded_python.sh, results/free-threaded/build.json: how long each
+step of a build took)."""
 
 from __future__ import annotations
 
@@ -44,3 +46,31 @@ class GilDependenciesRecord(Typed):
     finished_utc: str
     lock_file: str
     interpreters: dict[str, InterpreterCheck]
+
+
+class BuildSeconds(Typed):
+    """How long each step of the build took, in whole seconds."""
+
+    source: int  # fetching the tarball from Debian's source archive and unpacking it
+    gil: int  # configure, make -j2, make install: the default build
+    free_threaded: int  # the same with --disable-gil
+    environments: int  # both virtual environments with the servers (pip)
+
+
+class FreeThreadedBuildRecord(Typed):
+    """results/free-threaded/build.json: `make free-threaded-python` from a fresh clone with an empty cache."""
+
+    SCHEMA: ClassVar[int | None] = 1
+
+    schema: int
+    kind: str  # "free-threaded-build"
+    version: str
+    started_utc: str
+    finished_utc: str
+    seconds: BuildSeconds
+    commit: str
+    cache: str  # the (empty) cache directory it built into
+    cpus: int
+    cpu_model: str
+    machine: str
+    make_jobs: int

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.model.records.conformance_record import ConformanceRecord
 from harness.model.records.deployment_records import OverloadRecord, RaceRecord
-from harness.model.records.gil_dependencies_record import GilDependenciesRecord
+from harness.model.records.gil_dependencies_record import FreeThreadedBuildRecord, GilDependenciesRecord
 from harness.model.records.hostile_record import EmfileSettingsRecord, HostileRecord
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
 from harness.model.records.idle_record import IdleRecord
@@ -36,6 +36,7 @@ RECORD_KINDS: dict[str, type[Typed]] = {
     "idle-connections": IdleRecord,
     "streaming": StreamingRecord,
     "gil-dependencies": GilDependenciesRecord,
+    "free-threaded-build": FreeThreadedBuildRecord,
 }
 
 
