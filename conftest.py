@@ -7,7 +7,8 @@ pytest_plugins = ["tests.codeblock_runs", "tests.tiers"]
 
 
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
-# expensive fixture stay on one worker: file by file, and the two files that read the built site
+# expensive fixture stay on one worker: file by file (test_new_design's scratch copy of the repository was made,
+# built and rendered once per worker that ran one of its tests: 75 s each), and the two files that read the built site
 # without a browser together; the browser's file, the longest group (every page visited twice), has a
 # worker of its own. The site is built once per run whichever worker asks first (tests/conftest.py's
 # strict_build), and so is the whole render (`rendered`). The docs' code blocks run on two workers, each
@@ -16,7 +17,7 @@ pytest_plugins = ["tests.codeblock_runs", "tests.tiers"]
 # (quick runs, renders, one-off commands, which pick free ports but share build/) on the other, so two quick
 # runs of one scenario never share its logs.
 ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py",
-                    "test_browser.py"}
+                    "test_browser.py", "test_new_design.py"}
 SITE_FILES = {"test_site.py", "test_glossary.py"}
 
 
