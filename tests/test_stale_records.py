@@ -24,7 +24,7 @@ NOT_RE_RUN: dict[str, str] = {
     **{scenario_id: ("measured before its scenario declared a ceiling; queued for a re-run in issue 31's session, "
                      "which never got the machine lock (other sessions' runs held it from 09:05 to 10:16 UTC, when it "
                      "gave up): re-run with `bench.py run --scenario ID`, in the queue of the next session")
-       for scenario_id in ("keep-alive-slow-path-off", "keep-alive-slow-path-on",
+       for scenario_id in ("keep-alive-slow-path-off",
                            "scaling-cpu-one-cpu", "scaling-cpu-two-cpus", "scaling-hello-one-cpu",
                            "scaling-hello-two-cpus")},
     **{scenario_id: ("no ceiling yet; not re-run in issue 31's session: 6 and 7.5 minutes of a machine lock six "
