@@ -162,7 +162,7 @@ def check_table(record: CheckRecord | None) -> str:
         "Re-run `python scripts/bench.py recipe check`.**\n")
     lines = ["| configuration | offered | predicted | answered 2xx/s | 503 | no answer | mean ms | p50 ms | p99 ms "
              "| as predicted |", "|---|--:|---|--:|--:|--:|--:|--:|--:|:-:|"]
-    for run in record.runs:
+    for run in sorted(record.runs, key=lambda run: (list(MODEL_NAMES).index(run.model), run.repeat)):  # by config
         name = run_name(run, result)
         judged = "threads" if run.model == COUNTER_EXAMPLE else run.model  # the same prediction, without the rule
         if run.error and not run.cells:
