@@ -24,7 +24,7 @@ CHECK = "check"
 CHECK_FILES = {
     "test_conformance_next_client.py", "test_database_tables.py", "test_figures.py", "test_limits.py",
     "test_page_claims.py", "test_pictures.py", "test_presentation.py", "test_record_schema.py", "test_sizing.py",
-    "test_stale_records.py", "test_standalone_copies.py", "test_typed_settings.py", "test_tiers.py",
+    "test_quick_plan.py", "test_stale_records.py", "test_standalone_copies.py", "test_typed_settings.py", "test_tiers.py",
 }
 # Single tests of files whose other tests start servers, builds or load tools (node ids, parameters aside).
 CHECK_TESTS = {
@@ -60,6 +60,11 @@ CHECK_TESTS = {
     "tests/test_deployment.py::test_vegeta_csv_captured_from_vegeta_itself",
     "tests/test_deployment.py::test_vegeta_csv_gives_status_latency_and_lateness",
     "tests/test_deployment_recipe.py::test_an_event_loop_has_a_worker_per_usable_cpu_and_its_pool_is_its_cap",
+    "tests/test_deployment_recipe.py::test_the_counter_example_is_the_threads_plan_without_worker_connections",
+    "tests/test_deployment_recipe.py::test_the_check_table_judges_each_cell_against_the_prediction",
+    "tests/test_free_threaded.py::test_the_pair_table_shows_the_cpus_each_build_kept_busy",
+    "tests/test_free_threaded.py::test_a_process_per_core_weighs_the_best_thread_design_against_the_best_process_design",
+    "tests/test_instructions.py::test_what_the_fast_and_correct_page_reads_from_the_counts_holds_in_the_record",
     "tests/test_deployment_recipe.py::test_cpu_stat_of_both_versions",
     "tests/test_deployment_recipe.py::test_cpu_that_does_not_fit_is_said_and_past_two_cpus_is_flagged",
     "tests/test_deployment_recipe.py::test_no_cpu_controller_is_refused_with_a_message",
