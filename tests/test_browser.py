@@ -2,7 +2,7 @@
 
 The site is built once per session (the strict build tests/conftest.py shares), served from 127.0.0.1 by http.server in a thread, and every
 page of the build (found on disk, so new pages are covered without a list here) is visited once
-at 1280 px and once at 390 px in headless Chromium (Debian's, driven by Playwright; two at once, each
+at 1280 px and, narrowed, at 390 px in headless Chromium (Debian's, driven by Playwright; two at once, each
 visiting every other page). What a
 visit sees is kept, and the tests below assert on it, so each check fails on its own.
 
@@ -108,6 +108,7 @@ class Visit:
     tables: tuple[int, int] = (0, 0)  # (tables measured, of which marked wide on purpose)
     silent_scrollers: list[str] = field(default_factory=list)  # at 390 px: scrolling tables that do not say so
     serious_violations: list[str] = field(default_factory=list)
+    contrast_checked: bool = False  # whether axe's colour-contrast rule ran here (ContrastCover)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -182,9 +183,43 @@ def launch(playwright: object) -> object:
                                       proxy={"server": "http://127.0.0.1:9", "bypass": "127.0.0.1"})
 
 
-def visit_pages(site_url: str, visits: list[Visit]) -> None:
-    """Visit each page at 1280 px (errors, requests, diagrams, images, overflow, axe, table widths), then at 390 px
-    (overflow), in a Chromium of this thread's own."""
+# Kinds of element that show text in the article: the element's tag, classes and inline style, and its
+# parent's. Contrast depends on these (the theme colours them by class), not on the words.
+TEXT_KINDS = """() => {
+  const kind = el => el.tagName.toLowerCase() + "." + [...el.classList].sort().join(".")
+    + (el.getAttribute("style") ? "[" + el.getAttribute("style") + "]" : "");
+  const kinds = new Set();
+  for (const el of document.querySelectorAll(".md-content *")) {
+    if ([...el.childNodes].some(node => node.nodeType === 3 && node.textContent.trim()))
+      kinds.add(kind(el.parentElement) + " > " + kind(el));
+  }
+  return [...kinds];
+}"""
+NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+NO_CONTRAST = {"resultTypes": ["violations"], "rules": {"color-contrast": {"enabled": False}}}
+
+
+@dataclass
+class ContrastCover:
+    """The kinds of text element (TEXT_KINDS) axe's colour-contrast rule has already checked, on any page.
+
+    The rule is four fifths of axe's time here (about 2.5 s of a 3.3 s run on a long page) and answers the same
+    for every element of one kind, so it runs on a page only when the page shows a kind no earlier page did (the
+    home page always): every kind of text element on the site is checked at least once; every other rule runs on
+    every page."""
+
+    checked: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def needed(self, path: str, kinds: list[str]) -> bool:
+        with self.lock:
+            new = set(kinds) - self.checked
+            self.checked |= new
+            return bool(new) or path == ""
+
+
+def visit_pages(site_url: str, visits: list[Visit], cover: ContrastCover) -> None:
+    """Visit each page in a Chromium of this thread's own (visit_page)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
@@ -192,49 +227,58 @@ def visit_pages(site_url: str, visits: list[Visit]) -> None:
     with playwright_api.sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            for width in (WIDE, PHONE):
-                context = browser.new_context(viewport={"width": width, "height": 900})
-                context.add_init_script(OPEN_SHADOW_ROOTS)
-                page = context.new_page()
-                watch(page, visit_for, site_url)
-                try:
-                    for visit in visits:
-                        visit_for["current"] = visit
-                        visit_page(page, site_url, visit, width, axe)
-                finally:
-                    context.close()
+            context = browser.new_context(viewport={"width": WIDE, "height": 900})
+            context.add_init_script(OPEN_SHADOW_ROOTS)
+            page = context.new_page()
+            watch(page, visit_for, site_url)
+            try:
+                for visit in visits:
+                    visit_for["current"] = visit
+                    visit_page(page, site_url, visit, axe, cover)
+            finally:
+                context.close()
         finally:
             browser.close()
 
 
-def visit_page(page: object, site_url: str, visit: Visit, width: int, axe: object) -> None:
+def visit_page(page: object, site_url: str, visit: Visit, axe: object, cover: ContrastCover) -> None:
+    """One load at 1280 px (errors, requests, diagrams, images, overflow, axe), the window narrowed to 390 px
+    (overflow, tables that scroll without saying so), widened again (table widths, every collapsed block opened).
+
+    Narrowed, not loaded again at 390 px: the phone's layout is CSS media queries, which a resize applies, and
+    site.js marks scrolling tables again on every resize; a second load was a quarter of the visit's time."""
     path = visit.path
+    page.set_viewport_size({"width": WIDE, "height": 900})
     page.goto(site_url + path, wait_until="load")
-    if width == WIDE:
-        if page.locator(".mermaid").count():
-            try:  # a diagram that never renders is reported below, with the others
-                page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
-                    .every(el => el.shadowRoot && el.shadowRoot.querySelector("svg"))""", timeout=10_000)
-            except playwright_api.TimeoutError:
-                pass
-        visit.mermaid = page.evaluate(MERMAID)
-        visit.images = page.evaluate(IMAGES)
-        # The navigation (header, both sidebars, footer) is the same on every page: axe checks it on
-        # the home page, and only the article elsewhere (axe was 2-8 s a page, most of the visit).
-        violations = axe.run(page, context=None if path == "" else {"include": [[".md-content"]]}
-                             ).response["violations"]
-        visit.serious_violations = [
-            f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
-            for violation in violations if violation["impact"] in ("serious", "critical")]
-    visit.overflow[width] = page.evaluate(OVERFLOWING)
-    if width == PHONE:
-        visit.silent_scrollers = page.evaluate(SILENT_SCROLLERS)
-    if path in SCREENSHOT_OF and width == WIDE:
+    if page.locator(".mermaid").count():
+        try:  # a diagram that never renders is reported below, with the others
+            page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
+                .every(el => el.shadowRoot && el.shadowRoot.querySelector("svg"))""", timeout=10_000)
+        except playwright_api.TimeoutError:
+            pass
+    visit.mermaid = page.evaluate(MERMAID)
+    visit.images = page.evaluate(IMAGES)
+    # The navigation (header, both sidebars, footer) is the same on every page: axe checks it on
+    # the home page, and only the article elsewhere (axe was 2-8 s a page, most of the visit).
+    visit.contrast_checked = cover.needed(path, page.evaluate(TEXT_KINDS))
+    violations = axe.run(page, context=None if path == "" else {"include": [[".md-content"]]},
+                         options={"resultTypes": ["violations"]} if visit.contrast_checked else NO_CONTRAST
+                         ).response["violations"]
+    visit.serious_violations = [
+        f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
+        for violation in violations if violation["impact"] in ("serious", "critical")]
+    visit.overflow[WIDE] = page.evaluate(OVERFLOWING)
+    if path in SCREENSHOT_OF:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=SCREENSHOTS / SCREENSHOT_OF[path], full_page=True)
-    if width == WIDE:  # last: it opens every collapsed block
-        visit.wide_tables, *counts = page.evaluate(TABLES)
-        visit.tables = tuple(counts)
+    page.set_viewport_size({"width": PHONE, "height": 900})
+    page.evaluate(NEXT_FRAME)  # the resize handlers have run
+    visit.overflow[PHONE] = page.evaluate(OVERFLOWING)
+    visit.silent_scrollers = page.evaluate(SILENT_SCROLLERS)
+    page.set_viewport_size({"width": WIDE, "height": 900})
+    page.evaluate(NEXT_FRAME)
+    visit.wide_tables, *counts = page.evaluate(TABLES)  # last: it opens every collapsed block
+    visit.tables = tuple(counts)
 
 
 @pytest.fixture(scope="module")
@@ -243,8 +287,9 @@ def visits(site_url: str, built_site: Path) -> dict[str, Visit]:
     visits = {path: Visit(path) for path in page_paths(built_site)}
     assert visits, "the build has no pages"
     shares = [list(visits.values())[start::VISITORS] for start in range(VISITORS)]
+    cover = ContrastCover()
     with concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
-        for done in [pool.submit(visit_pages, site_url, share) for share in shares]:
+        for done in [pool.submit(visit_pages, site_url, share, cover) for share in shares]:
             done.result()  # a visitor's exception, raised here
     return visits
 
@@ -329,6 +374,8 @@ def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:
 
 
 def test_no_serious_accessibility_violation(visits: dict[str, Visit]) -> None:
+    contrast = [path for path, visit in visits.items() if visit.contrast_checked]
+    assert "" in contrast and len(contrast) >= 5, f"colour contrast checked only on {contrast}"
     found = problems(visits, "serious_violations")
     assert found == {}, "\n".join(f"{path}: {violations}" for path, violations in found.items())
 
