@@ -31,7 +31,7 @@ from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_scenario_records, rerun_dir
 from harness.model.records.scenario_record import Outcome, ScenarioRecord
-from harness.model.settings import ScenarioSettings
+from harness.model.settings import DURATION_TOOLS, ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (
     free_threaded,
@@ -157,7 +157,7 @@ def _completed(row: Row) -> str:
     # Each run records the limit it ran under: a blocking design may have had a shorter one.
     limits = {run.time_limit for run in row.cell["runs"]} - {None}
     limit = max(limits) if limits else row.record.settings.time_limit
-    return completed_label(row.cell, limit, row.record.scenario.tool == "wrk")
+    return completed_label(row.cell, limit, row.record.scenario.tool in DURATION_TOOLS)
 
 
 def _cpu_per_request(row: Row) -> str:
