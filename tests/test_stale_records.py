@@ -31,7 +31,6 @@ NOT_RE_RUN: dict[str, str] = {
                      "sessions shared, and sweep-io's figures carry the repeat flags of its second run, which a new "
                      "record of another commit would drop. Re-run both, with results/rerun/sweep-io.json")
        for scenario_id in ("keep-alive-1000", "sweep-io")},
-    "designing-servers-behind-nginx": "its proxy is being changed (issue 31, finding 1); re-run with that change",
     # Issue 31, finding 2: keep-alive on, scram-sha-256, PostgreSQL pinned; re-measured in the commits that follow.
     **{scenario_id: "keep-alive on and PostgreSQL pinned in the code: being re-measured (issue 31, finding 2)"
        for scenario_id in ("database-single", "database-multiple", "database-pool-5", "database-pool-10",

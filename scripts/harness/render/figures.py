@@ -275,9 +275,9 @@ SITE_FIGURES: list[Figure] = [
     *_figures("designing-servers", "thread-per-connection", 50, ["rate"], "designing-threads", allow_flagged=True),
     *_figures("designing-servers", "sequential-sockets", 50, ["cpu", "duration"], "designing-sequential",
               allow_flagged=True),
-    *_figures("designing-servers-behind-nginx", "thread-per-connection", 50, ["rate"], "proxied-threads"),
-    *_figures("designing-servers-behind-nginx", "thread-pool-executor", 50, ["rate"], "proxied-thread-pool"),
-    *_figures("designing-servers-behind-nginx", "sequential-sockets", 50, ["rate"], "proxied-sequential"),
+    *_figures("designing-servers-behind-nginx", "thread-per-connection", 50, ["rate"], "proxied-threads", allow_flagged=True),
+    *_figures("designing-servers-behind-nginx", "thread-pool-executor", 50, ["rate"], "proxied-thread-pool", allow_flagged=True),
+    *_figures("designing-servers-behind-nginx", "sequential-sockets", 50, ["rate"], "proxied-sequential", allow_flagged=True),
     *_figures("designing-servers-behind-nginx", "fork-per-connection", 50, ["rate"], "proxied-fork", allow_flagged=True),
     # Open loop: a queue a closed-loop tool does not show.
     *_figures("open-loop", "thread-pool-queue", 160, ["rate", "p50"], "open-pool-160"),
