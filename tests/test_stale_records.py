@@ -21,16 +21,13 @@ REASONS_ONLY = {"ceiling_exempt", "fixed_count", "closes_connections"}
 
 # Records that may lag their scenario, each with why it was not re-run. Keep it short: re-running is the fix.
 NOT_RE_RUN: dict[str, str] = {
-    **{scenario_id: ("measured before its scenario declared a ceiling; queued for a re-run in issue 31's session, "
-                     "which never got the machine lock (other sessions' runs held it from 09:05 to 10:16 UTC, when it "
-                     "gave up): re-run with `bench.py run --scenario ID`, in the queue of the next session")
-       for scenario_id in ("keep-alive-slow-path-off",
-                           "scaling-cpu-one-cpu", "scaling-cpu-two-cpus", "scaling-hello-one-cpu",
-                           "scaling-hello-two-cpus")},
-    **{scenario_id: ("no ceiling yet; not re-run in issue 31's session: 6 and 7.5 minutes of a machine lock six "
-                     "sessions shared, and sweep-io's figures carry the repeat flags of its second run, which a new "
-                     "record of another commit would drop. Re-run both, with results/rerun/sweep-io.json")
-       for scenario_id in ("keep-alive-1000", "sweep-io")},
+    **{scenario_id: ("measured before its scenario declared a ceiling. Issue 31's second session queued every stale "
+                     "record from 11:43 UTC, one scenario per exclusive lock, and got the lock for six runs by 13:15 "
+                     "(six sessions measuring); these were left for the next: `bench.py run --scenario ID` (the "
+                     "scaling-cpu pair together, so the many-cores ratio compares two runs of one machine; sweep-io "
+                     "with a second run into results/rerun/, whose repeat flags its figures carry)")
+       for scenario_id in ("keep-alive-slow-path-off", "scaling-cpu-one-cpu", "scaling-cpu-two-cpus",
+                           "keep-alive-1000", "sweep-io")},
     # Issue 31, finding 2: keep-alive on, scram-sha-256, PostgreSQL pinned; re-measured in the commits that follow.
     **{scenario_id: "keep-alive on and PostgreSQL pinned in the code: being re-measured (issue 31, finding 2)"
        for scenario_id in ("database-single", "database-multiple", "database-pool-5", "database-pool-10",
