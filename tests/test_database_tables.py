@@ -91,4 +91,4 @@ def test_the_keep_alive_table_sets_each_design_with_kept_connections_beside_a_co
     assert "a new TCP connection per request (keep-alive off: to show what a connection costs)" in table
     assert "Not measured yet" in database_tables.connection_cost_table({"database-single": kept})
     assert "wrk keeps its connections open" in database_tables.footer(kept)
-    assert "keep the connection for the client's next request" in database_tables.queries_table({"database-single": kept})
+    assert "wrk for 2 s, wrk keeps its connections open" in database_tables.queries_table({"database-single": kept})

@@ -29,8 +29,7 @@ NOT_RE_RUN: dict[str, str] = {
        for scenario_id in ("scaling-cpu-one-cpu", "scaling-cpu-two-cpus", "keep-alive-1000", "sweep-io")},
     # Issue 31, finding 2: keep-alive on, scram-sha-256, PostgreSQL pinned; re-measured in the commits that follow.
     **{scenario_id: "keep-alive on and PostgreSQL pinned in the code: being re-measured (issue 31, finding 2)"
-       for scenario_id in ("database-single", "database-multiple", "database-pool-5", "database-pool-10",
-                           "database-pool-20", "database-sleep")},
+       for scenario_id in ("database-pool-5", "database-pool-10", "database-pool-20", "database-sleep")},
 }
 
 

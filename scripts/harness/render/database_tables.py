@@ -92,9 +92,8 @@ def footer(record: ScenarioRecord) -> str:
     settings = record.settings
     # database_command is the scratch cluster's command line as it ran (a list of its parts; free-form in the record).
     postgres = next((part for part in record.database_command or [] if part.endswith("/postgres")), "PostgreSQL")
-    connections = ("wrk keeps its connections open" if settings.keep_alive else
-                   "a new TCP connection per request (keep-alive off: " + (settings.closes_connections or "no reason given")
-                   + ")")
+    connections = ("wrk keeps its connections open" if settings.keep_alive else "a new TCP connection per request "
+                   "(keep-alive off: " + (settings.closes_connections or "no reason given") + ")")
     where = (f"{record.database.version.removeprefix('postgres ')}, {record.database.placement}, "
              f"{record.database.authentication}" if record.database else
              "PostgreSQL's CPU and version not recorded (a record from before issue 31)")
@@ -162,10 +161,15 @@ def queries_table(records: dict[str, ScenarioRecord]) -> str:
     work = (f"{first.settings.concurrency[0]} clients. Work per request: read and parse the request head; one "
             "`SELECT id, randomnumber FROM world WHERE id = $1` (single) or twenty of them one after the other "
             "(multiple) on one database connection, random ids from 1 to 10,000; "
-            + answer_and(first).format(rows=", the rows in a header") + ". Pool wait: the time the request waited "
+            "answer the same 133-byte page, the rows in a header. Pool wait: the time the request waited "
             "for a free connection (the header `X-Pool-Wait-Us`, summarised by wrk); – for the designs with no pool "
             "(a new database connection per request).")
-    return "\n".join(rows) + "\n\n" + work + " " + footer(first)
+    # Each record's own footer: the two may differ (one re-measured, keep-alive on, beside an older one).
+    same = len({(record.settings.keep_alive, record.environment.commit) for record in present.values()}) == 1
+    footers = footer(first) if same else " ".join(
+        f"{QUERY_SCENARIOS[scenario][:1].upper()}{QUERY_SCENARIOS[scenario][1:]}: {footer(record)}"
+        for scenario, record in present.items())
+    return "\n".join(rows) + "\n\n" + work + " " + footers
 
 
 def pool_table(records: dict[str, ScenarioRecord]) -> str:
@@ -214,10 +218,8 @@ def connection_cost_table(records: dict[str, ScenarioRecord]) -> str:
         ratio = on["rate"]["median"] / off["rate"]["median"]
         rows.append(f"| {design_link(name)} | {rate_label(on, record=kept)} | {rate_label(off, record=closed)} | "
                     f"{ratio:.1f}× | {latency(on, 'p99')} / {latency(off, 'p99')} |")
-    work = (f"{clients} clients, `GET /db`: one random row by id. Connections kept: `results/database-single.json` "
-            f"(wrk's default). A new connection per request: `results/{CLOSE_SCENARIO}.json`, the same query with "
-            "wrk sending `Connection: close`, so every request also opens and closes a TCP connection to the server "
-            "(the two designs without a pool open a PostgreSQL connection per request in both runs).")
+    work = (f"{clients} clients, `GET /db`. A new connection per request: `results/{CLOSE_SCENARIO}.json`, wrk "
+            "sending `Connection: close`; connections kept: `results/database-single.json`.")
     return "\n".join(rows) + "\n\n" + work + " " + footer(closed)
 
 
@@ -280,8 +282,9 @@ def database_files(records: dict[str, ScenarioRecord], generated_dir: Path, head
         directory / "queries.md": header.format(source="results/database-single.json, results/database-multiple.json")
         + wide_table(queries_table(records)),
         directory / "pool.md": header.format(source="results/database-pool-*.json") + pool_table(records),
-        directory / "keep-alive.md": header.format(source=f"results/database-single.json, results/{CLOSE_SCENARIO}.json")
-        + wide_table(connection_cost_table(records)),
+        directory / "keep-alive.md": header.format(
+            source=f"results/database-single.json, results/{CLOSE_SCENARIO}.json") + wide_table(
+            connection_cost_table(records)),
         directory / "verdict.md": header.format(source=verdict_source) + sentence,
         # The guide pages (which-model.md, compare.md): the sentence and the table behind it.
         directory / "guide.md": header.format(source=verdict_source) + sentence + "\n" + table,

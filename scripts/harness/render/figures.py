@@ -287,9 +287,9 @@ SITE_FIGURES: list[Figure] = [
               allow_flagged=True),
     # A real PostgreSQL (database.md, beside TechEmpower's Round 20): one query, and twenty one after the other.
     *_figures("database-single", "threads-psycopg-pool", 50, ["rate"], "db-single-threads-pool"),
-    *_figures("database-single", "uvicorn-asyncpg", 50, ["rate"], "db-single-uvicorn"),
+    *_figures("database-single", "uvicorn-asyncpg", 50, ["rate"], "db-single-uvicorn", allow_flagged=True),
     *_figures("database-single", "granian-asyncpg", 50, ["rate"], "db-single-granian", allow_flagged=True),
-    *_figures("database-single", "gunicorn-gthread-psycopg", 50, ["rate"], "db-single-gthread"),
+    *_figures("database-single", "gunicorn-gthread-psycopg", 50, ["rate"], "db-single-gthread", allow_flagged=True),
     *_figures("database-multiple", "uvicorn-asyncpg", 50, ["rate", "p99"], "db-multiple-uvicorn", allow_flagged=True),
     *_figures("database-multiple", "granian-asyncpg", 50, ["rate", "p99"], "db-multiple-granian", allow_flagged=True),
     *_figures("database-multiple", "asyncio-asyncpg", 50, ["rate"], "db-multiple-asyncio-asyncpg", allow_flagged=True),
