@@ -22,8 +22,6 @@ CATALOGUE = load_catalogue()
 RECORDS = load_scenario_records()
 # Records measured before these guards, each with why it is not re-measured yet. Keep it short: re-running is the fix.
 AWAITING: dict[str, str] = {
-    **{scenario_id: "measured before issue 31 (keep-alive off, trust, PostgreSQL unpinned): being re-measured"
-       for scenario_id in ("database-pool-5", "database-pool-10", "database-pool-20", "database-sleep")},
     "timeline": "a picture of each request's moments, not a rate; measured before PostgreSQL was pinned",
 }
 DATABASE_RECORDS = {name: record for name, record in RECORDS.items() if record.settings.database}

@@ -27,9 +27,6 @@ NOT_RE_RUN: dict[str, str] = {
                      "scaling-cpu pair together, so the many-cores ratio compares two runs of one machine; sweep-io "
                      "with a second run into results/rerun/, whose repeat flags its figures carry)")
        for scenario_id in ("scaling-cpu-one-cpu", "scaling-cpu-two-cpus", "keep-alive-1000", "sweep-io")},
-    # Issue 31, finding 2: keep-alive on, scram-sha-256, PostgreSQL pinned; re-measured in the commits that follow.
-    **{scenario_id: "keep-alive on and PostgreSQL pinned in the code: being re-measured (issue 31, finding 2)"
-       for scenario_id in ("database-pool-5", "database-pool-10", "database-pool-20", "database-sleep")},
 }
 
 
