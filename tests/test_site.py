@@ -181,7 +181,9 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header(rendered: dict
         # sentences; predict/ and timeline-player/ hold a question and a player (tests/test_pictures.py,
         # tests/test_timeline_player.py).
         prose = ("figures.md", "peak-repeatability.md", "conformance-smuggling.md", "verdict.md",
-                 "proxy-race-verdict.md", "overload-recovery.md", "overload-tradeoff.md", "survive-cases.md")
+                 "proxy-race-verdict.md", "overload-recovery.md", "overload-tradeoff.md", "survive-cases.md",
+                 "check-findings.md")
+        # recipe/check-findings.md: a line per configuration and rate (tests/test_deployment_recipe.py).
         # free-threaded*.md: answer lines, or a sentence saying no record has come back (tests/test_free_threaded.py).
         if (path.suffix != ".md" or path.name in prose or path.name.startswith("free-threaded")
                 or path.parent.name in ("predict", "timeline-player")):
