@@ -116,7 +116,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory, rendered: dict[Path, str])
         (root / path.relative_to(REPO_ROOT)).parent.mkdir(parents=True, exist_ok=True)
         (root / path.relative_to(REPO_ROOT)).write_text(text, encoding="utf-8")
     before = snapshot(root)
-    made = run(root, *COMMAND)
+    made = run(root, *COMMAND, timeout=300)  # it renders the whole site: 120 s was too short beside a busy loop
     assert made.returncode == 0, made.stdout + made.stderr
     after = snapshot(root)
     return Scratch(root, {path for path, digest in after.items() if before.get(path) != digest})
