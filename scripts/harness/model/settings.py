@@ -52,6 +52,7 @@ MIN_RUN_SECONDS = 1.0  # a measured run shorter than this is an error, outside a
 FASTEST_COUNTED_RATE = 100_000
 COUNTED_TOOLS = {"ab", "hey"}  # tools that stop at `requests` or at the time limit, whichever comes first
 DURATION_TOOLS = {"wrk"}  # tools that run for the time limit and have no request count
+LINE_ECHO_TOOLS = {"echo-client"}  # tools that send one line per connection and count echoes, not HTTP answers
 FULL_RUN_ONLY = {"ceiling", "ceiling_exempt", "fixed_count"}  # what a scenario measures: never changed by quick
 
 

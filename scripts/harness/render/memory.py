@@ -29,6 +29,7 @@ import statistics
 from dataclasses import dataclass
 
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
+from harness.model.settings import LINE_ECHO_TOOLS
 from harness.render.cells import cells_by_level, is_rate_sweep
 from harness.render.presentation import design_link
 
@@ -153,8 +154,8 @@ def _row(line: MemoryLine, sweep_id: str) -> str:
 def _connections_note(record: ScenarioRecord) -> str:
     """What the level means in open connections, for this record's tool and settings."""
     settings, tool = record.settings, record.scenario.tool
-    if tool == "echo-client":
-        return (f"echo-client opens all c connections at once and each stays open until its one line is answered "
+    if tool in LINE_ECHO_TOOLS:
+        return (f"{tool} opens all c connections at once and each stays open until its one line is answered "
                 f"after the {settings.delay:g} s call, so up to c are open together.")
     if settings.keep_alive:
         return f"{tool} keeps each of its c connections open for the whole run: c is the number of open connections."

@@ -22,6 +22,7 @@ from typing import Any
 
 from harness.model.catalogue import load_catalogue
 from harness.model.records.scenario_record import ScenarioRecord
+from harness.model.settings import LINE_ECHO_TOOLS
 from harness.render.cells import ceilings, cells_by_level, format_rate, is_rate_sweep, rate_flags, summarise_cell
 from harness.render.generated_header import HEADER
 
@@ -47,7 +48,7 @@ def _cell(record: ScenarioRecord, name: str, clients: int) -> dict[str, Any] | N
 def _load(record: ScenarioRecord, clients: int) -> str:
     """'10 clients, each request waiting on a 100 ms call, a new connection per request'."""
     delay = record.settings.delay
-    if record.scenario.tool == "echo-client":
+    if record.scenario.tool in LINE_ECHO_TOOLS:
         return f"{clients:,} clients, each sending one line that the server sends back after a {delay * 1000:g} ms wait"
     call = f"each request waiting on a {delay * 1000:g} ms call" if delay else "no call to wait for (hello world)"
     connection = "kept-alive connections" if record.settings.keep_alive else "a new connection per request"

@@ -31,7 +31,7 @@ from harness.model.how_fast_steps import FAST_AND_CORRECT
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, load_scenario_records, rerun_dir
 from harness.model.records.scenario_record import Outcome, ScenarioRecord
-from harness.model.settings import DURATION_TOOLS, ScenarioSettings
+from harness.model.settings import DURATION_TOOLS, LINE_ECHO_TOOLS, ScenarioSettings
 from harness.model.stats import interval_name, spread
 from harness.render import (
     free_threaded,
@@ -279,7 +279,7 @@ EQUAL_WORK_SINCE = "2026-11-25T17:57:26Z"
 def work_per_request(record: ScenarioRecord) -> str:
     """The work every server in the table does for each request: the same for all (tests/test_equal_work.py)."""
     settings = record.settings
-    if record.scenario.tool == "echo-client":
+    if record.scenario.tool in LINE_ECHO_TOOLS:
         return "Work per request, the same for every server: read a line, echo it back."
     if settings.delay:
         call = (f"wait {settings.delay:g} s for the simulated call (a timer, a sleep or a blocked worker, as the "
@@ -321,7 +321,7 @@ def caption(record: ScenarioRecord) -> str:
     longer = longer_levels_label(settings)
     limit = f", stopping after {settings.time_limit:g} s{longer}" if settings.time_limit else ""
     amount = f"{settings.requests:,} requests"
-    if record.scenario.tool == "wrk":  # wrk runs for a duration; it has no request count
+    if record.scenario.tool in DURATION_TOOLS:  # it runs for a duration; it has no request count
         amount, limit = f"{settings.time_limit:g} s of requests{longer}", ""
     load = "at concurrency " + ", ".join(str(c) for c in settings.concurrency)
     if settings.warm_up:
