@@ -248,8 +248,7 @@ def visit_page(page: object, site_url: str, visit: Visit, axe: object, cover: Co
     Narrowed, not loaded again at 390 px: the phone's layout is CSS media queries, which a resize applies, and
     site.js marks scrolling tables again on every resize; a second load was a quarter of the visit's time."""
     path = visit.path
-    page.set_viewport_size({"width": WIDE, "height": 900})
-    page.goto(site_url + path, wait_until="load")
+    page.goto(site_url + path, wait_until="load")  # at 1280 px: the context opens so, and each visit ends so
     if page.locator(".mermaid").count():
         try:  # a diagram that never renders is reported below, with the others
             page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]

@@ -111,7 +111,9 @@ def scratch(tmp_path_factory: pytest.TempPathFactory, rendered: dict[Path, str])
     root = tmp_path_factory.mktemp("new-design") / "repo"
     copy_repository(root)
     # A shared tree may hold records not rendered yet, and what the command changes is measured from a render: the
-    # run's one render of results/ (conftest's `rendered`, what `bench.py render` writes) goes into the copy first.
+    # run's one render of results/ (conftest's `rendered`: every generated file `bench.py render` writes from the
+    # records; the files it keeps in step with the catalogue, such as servers/README.md, come from the tree as they
+    # are) goes into the copy first.
     for path, text in rendered.items():
         (root / path.relative_to(REPO_ROOT)).parent.mkdir(parents=True, exist_ok=True)
         (root / path.relative_to(REPO_ROOT)).write_text(text, encoding="utf-8")
