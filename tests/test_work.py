@@ -234,10 +234,13 @@ def plain_parallelism(pool: concurrent.futures.ProcessPoolExecutor, work: int) -
     return cpu / (time.perf_counter() - started_at)
 
 
-def in_parallel(ratio: float, plain: float) -> bool:
-    """Whether the server's CPU seconds per wall second show two CPUs at once: at least 40% of the parallelism beyond
-    one CPU that two plain processes reached just before, when they reached 1.25 or more."""
-    return plain >= 1.25 and ratio >= 1 + 0.4 * (plain - 1)
+def in_parallel(tries: list[tuple[float, float]]) -> bool:
+    """Whether the server's best CPU seconds per wall second show two CPUs at once: at least 40% of the parallelism
+    beyond one CPU that two plain processes reached at their best, when that best was 1.25 or more. Best against
+    best: beside a busy loop the two are never measured at the same moment (a try of (1.02, 1.29) then one of
+    (1.22, 1.17) is a server that computes in parallel)."""
+    best_plain = max(plain for _, plain in tries)
+    return best_plain >= 1.25 and max(ratio for ratio, _ in tries) >= 1 + 0.4 * (best_plain - 1)
 
 
 @pytest.mark.alone  # other tests running meanwhile would take the second CPU it measures
@@ -266,12 +269,12 @@ def test_processes_compute_on_two_cpus_at_once(name: str, tmp_path: Path) -> Non
             elapsed, statuses = simultaneous_gets(server.host, server.port, 2)
             tries.append(((group_cpu_seconds(server) - before) / elapsed, plain))
             assert statuses == [200] * 2
-            if any(in_parallel(ratio, plain) for ratio, plain in tries):
+            if in_parallel(tries):
                 break
             time.sleep(0.4)  # let a burst of other load pass
     rounded = [(round(ratio, 2), round(plain, 2)) for ratio, plain in tries]
     if max(plain for _, plain in tries) < 1.25:
         pytest.skip(f"two plain processes never reached 1.25 CPU seconds per wall second {rounded}: the machine "
                     "gives this test one CPU at a time just now, so it cannot tell two CPUs at once from turns")
-    assert any(in_parallel(ratio, plain) for ratio, plain in tries), \
+    assert in_parallel(tries), \
         f"{name}: (server, two plain processes) CPU seconds per wall second {rounded}: the workers took turns"
