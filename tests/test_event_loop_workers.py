@@ -94,11 +94,15 @@ def test_three_reloads_under_load_lose_no_request(name: str, tmp_path) -> None:
 def test_a_killed_worker_is_replaced(name: str, tmp_path) -> None:
     with started(CATALOGUE.designs[name], tmp_path) as server:
         parent = parent_pid(server)
-        victim = min(forked_workers(parent))
+        before = forked_workers(parent)
+        victim = min(before)
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: worker_pids(parent) and victim not in worker_pids(parent))
+        # Replaced means a new worker in the victim's place, not merely the victim gone: a killed worker is a
+        # zombie until the supervisor reaps it, and a stop that came first would never restart it.
+        wait_for(lambda: len(worker_pids(parent)) == len(before) and worker_pids(parent) - before)
+        assert victim not in {child.pid for child in children_of(parent)}  # reaped, not left a zombie
         assert probe.get(server.host, server.port).status == 200
-    assert "restarting in" in server.stderr_path.read_text()
+        assert "restarting in" in server.stderr_path.read_text()
 
 
 def test_stop_leaves_no_worker_behind(tmp_path) -> None:
