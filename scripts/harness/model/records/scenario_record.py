@@ -3,6 +3,7 @@ design's runs. The shape every load scenario shares; the other suites' records h
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -174,6 +175,13 @@ class Run(Typed):
     clock_start_unix_s: float | None = optional()
     traced: TracedRun | None = optional()
     gil: str | None = optional()  # "enabled"/"disabled" inside the server after the run (system/gil_report.py)
+
+    def get(self, name: str) -> Any:
+        """The run's value called `name`; None where this run's tool did not report it. A name no run has is an
+        AttributeError. (Readers ask this way so that the fields can move into per-tool parts: issue 30.)"""
+        if name not in {item.name for item in dataclasses.fields(self)}:
+            raise AttributeError(f"no run has a value `{name}`")
+        return getattr(self, name)
 
 
 class Outcome(Typed):
