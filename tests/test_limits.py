@@ -42,7 +42,7 @@ def test_a_cell_is_tool_bound_when_the_tools_cpu_is_at_its_limit_whatever_its_sh
         fake_outcome("saturated-server", [run(99_000, tool_cpu=2.4, server_cpu=3.88)]),
         fake_outcome("waiting", [run(500, tool_cpu=0.1, server_cpu=0.2)]),
     ], ceiling=fake_outcome("nginx", [run(100_000, tool_cpu=3.9, server_cpu=1.0)]))
-    ceiling = cells.ceilings(record)[50]
+    ceiling = limits.ceilings(record)[50]
     tool, server, waiting = (limits.limit(record.design(name).runs, record.environment, ceiling)
                              for name in ("saturated-tool", "saturated-server", "waiting"))
     assert tool.tool_bound and not tool.server_bound and tool.tool_busy == pytest.approx(0.975)
@@ -56,7 +56,7 @@ def test_a_cell_is_tool_bound_when_the_tools_cpu_is_at_its_limit_whatever_its_sh
 def test_a_record_without_the_tools_cpu_keeps_the_old_rule_and_says_so() -> None:
     record = fake_record({"id": "old"}, SETTINGS, [fake_outcome("fast", [run(90_000, None, 3.9)])],
                          ceiling=fake_outcome("nginx", [run(100_000, None, 1.0)]))
-    ceiling = cells.ceilings(record)[50]
+    ceiling = limits.ceilings(record)[50]
     found = limits.limit(record.design("fast").runs, record.environment, ceiling)
     assert found.old_rule and found.tool_bound and found.ceiling_share == pytest.approx(0.9)
     assert cells.rate_flags(cell_of(record, "fast"), ceiling, record=record) == " ⚠ tool-bound (90% of ceiling)"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fake_records import fake_outcome, fake_record, fake_run
+from harness.model import limits
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records, rerun_dir
 from harness.model.records.scenario_record import ScenarioRecord
@@ -489,7 +490,7 @@ def test_the_tools_ceiling_is_the_most_it_reached_at_a_level_not_only_against_th
                          [fake_outcome("fast", [fake_run(concurrency=50, requests_per_second=150.0)]),
                           fake_outcome("slow", [fake_run(concurrency=50, requests_per_second=110.0)])],
                          ceiling=fake_outcome("nginx", [fake_run(concurrency=50, requests_per_second=100.0)]))
-    ceiling = cells.ceilings(record)[50]
+    ceiling = limits.ceilings(record)[50]
     assert ceiling == 150.0
     fast, slow = ({"rate": spread([rate]), "runs": []} for rate in (150.0, 110.0))
     assert cells.rate_flags(fast, ceiling) == " ⚠ tool-bound (100% of ceiling)"  # no tool CPU: the old rule

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harness.model.records.common import Environment
-from harness.model.records.scenario_record import Run, ScenarioRecord
+from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 
 CPU_SATURATED = 0.9  # a process at 90% or more of the CPUs it may use is at its limit
 TOOL_BOUND_FRACTION = 0.8  # the old rule: a cell at 80% or more of the tool's ceiling measures the tool
@@ -104,8 +104,8 @@ def limit(runs: Sequence[Run], environment: Environment, ceiling: float | None) 
 
 
 def highest(ceiling_median: float | None, medians: Iterable[float]) -> float | None:
-    """The tool's ceiling: the highest of the ceiling design's median and every other median at the same level;
-    None when the ceiling was not measured."""
+    """The tool's ceiling, the one definition: the highest of the ceiling design's median and every other median at
+    the same level (a rate the tool reached is one it can reach); None when the ceiling was not measured."""
     if ceiling_median is None:
         return None
     return max([ceiling_median, *medians])
@@ -113,28 +113,31 @@ def highest(ceiling_median: float | None, medians: Iterable[float]) -> float | N
 
 def run_level(record: ScenarioRecord, run: Run) -> float:
     """The level a run belongs to: its offered rate in an open-loop sweep, else its concurrency."""
-    if isinstance(record.settings.rate, list) and run.rate is not None:
-        return run.rate
+    if isinstance(record.settings.rate, list) and run.get("rate") is not None:
+        return run.get("rate")
     return run.concurrency
 
 
-def cell_medians(record: ScenarioRecord) -> list[tuple[float, float]]:
-    """(level, median requests/s) of every cell (an outcome's successful runs at one size and level), the ceiling's
-    included."""
-    grouped: dict[tuple[int, int | None, float], list[float]] = {}
-    for index, outcome in enumerate(record.outcomes()):  # by position: the ceiling may share a design's name
-        for run in outcome.runs:
-            if run.error is None and run.requests_per_second is not None:
-                grouped.setdefault((index, run.size, run_level(record, run)), []).append(run.requests_per_second)
-    return [(level, statistics.median(rates)) for (_, _, level), rates in grouped.items()]
+def _medians(outcome: Outcome, record: ScenarioRecord) -> dict[tuple[int | None, float], float]:
+    """An outcome's median requests/s by (size, level), over its successful runs."""
+    grouped: dict[tuple[int | None, float], list[float]] = {}
+    for run in outcome.runs:
+        if run.error is None and run.requests_per_second is not None:
+            grouped.setdefault((run.get("size"), run_level(record, run)), []).append(run.requests_per_second)
+    return {key: statistics.median(rates) for key, rates in grouped.items()}
 
 
 def ceilings(record: ScenarioRecord) -> dict[float, float]:
-    """The tool's ceiling by level (`highest`): the most any cell of the record reached there, the ceiling
-    design's or a faster one's; {} for a record that measured no ceiling."""
+    """The tool's ceiling by level (`highest`): the ceiling design's median there, or a faster cell's; {} for a
+    record that measured no ceiling, and no entry at a level where the ceiling design has no successful run."""
     if record.ceiling is None:
         return {}
-    by_level: dict[float, float] = {}
-    for level, median in cell_medians(record):
-        by_level[level] = max(by_level.get(level, 0.0), median)
-    return by_level
+    ceiling_medians: dict[float, float] = {}
+    for (_, level), median in _medians(record.ceiling, record).items():
+        ceiling_medians[level] = max(median, ceiling_medians.get(level, median))
+    by_level: dict[float, list[float]] = {}
+    for design in record.designs:
+        for (_, level), median in _medians(design, record).items():
+            by_level.setdefault(level, []).append(median)
+    return {level: found for level, median in ceiling_medians.items()
+            if (found := highest(median, by_level.get(level, []))) is not None}

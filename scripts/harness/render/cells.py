@@ -3,7 +3,7 @@
 A record's runs group into cells by level. The level is the concurrency, except
 in an open-loop rate sweep (its settings' `rate` is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
-rate of the run, run.rate. Runs that ended in an error belong to no cell. Records and runs are the typed
+rate of the run, run.get("rate"). Runs that ended in an error belong to no cell. Records and runs are the typed
 ones (model/records/scenario_record.py); a cell is a render-only dict of the runs it summarises.
 
 A cell whose runs lasted under settings.MIN_RUN_SECONDS is flagged (short_run_warning):
@@ -66,7 +66,7 @@ def cells_by_level(runs: list[Run], key: str = "concurrency") -> dict[float, lis
     grouped: dict[float, list[Run]] = {}
     for run in runs:
         if run.error is None:
-            grouped.setdefault(getattr(run, key), []).append(run)
+            grouped.setdefault(run.get(key), []).append(run)
     return grouped
 
 
@@ -102,11 +102,6 @@ def rate_cells(record: ScenarioRecord) -> dict[tuple[str, float], dict[str, floa
 def rate_medians(record: ScenarioRecord) -> dict[tuple[str, float], float]:
     """Every measured cell's median requests/s by (design, level), as the tables' bold numbers."""
     return {key: rate["median"] for key, rate in rate_cells(record).items()}
-
-
-def ceilings(record: ScenarioRecord) -> dict[float, float]:
-    """The tool's ceiling by level: model/limits.ceilings, the one definition."""
-    return limits.ceilings(record)
 
 
 def cell_limit(cell: dict[str, Any], ceiling: float | None, environment: Environment | None) -> limits.Limit:

@@ -26,8 +26,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.records.scenario_record import ScenarioRecord
-from harness.render.cells import ceilings, cells_by_level, format_rate, rate_label, summarise_cell
+from harness.render.cells import cells_by_level, format_rate, rate_label, summarise_cell
 from harness.render.figures import Figure
 from harness.render.presentation import design_link, wide_table
 
@@ -79,8 +80,8 @@ def latency(cell: dict[str, Any] | None, key: str) -> str:
 
 def pool_wait_ms(cell: dict[str, Any] | None, key: str) -> str:
     """The median over the cell's runs of each run's X-Pool-Wait-Us statistic `key`, in ms ('–' if none)."""
-    values = [getattr(run.header_statistic, key) for run in (cell or {}).get("runs", [])
-              if run.header_statistic and getattr(run.header_statistic, key) is not None]
+    values = [getattr(run.get("header_statistic"), key) for run in (cell or {}).get("runs", [])
+              if run.get("header_statistic") and getattr(run.get("header_statistic"), key) is not None]
     if not values:
         return "–"
     middle = statistics.median(values) / 1000
@@ -226,7 +227,7 @@ def connection_cost_table(records: dict[str, ScenarioRecord]) -> str:
 def flagged_rate(record: ScenarioRecord, rerun: ScenarioRecord | None, name: str, clients: float,
                  cell: dict[str, Any]) -> str:
     """A cell's median with every flag a quoted figure carries: spread, short runs, tool-bound, second run."""
-    ceiling = ceilings(record).get(clients)
+    ceiling = limits.ceilings(record).get(clients)
     repeat = Figure(f"{name}-c{clients:g}", SLEEP_SCENARIO, name, clients, "rate").repeat_flag(record, rerun)
     return rate_label(cell, ceiling, record=record) + repeat
 

@@ -50,10 +50,10 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harness.model import limits
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.model.stats import spread
 from harness.render.cells import (
-    ceilings,
     cells_by_level,
     format_rate,
     level_key,
@@ -169,7 +169,7 @@ class Figure:
         cell = summarise_cell(runs)
         kinds = METRIC_FLAGS[self.metric]
         if "rate" in kinds:
-            ceiling = None if is_ceiling else ceilings(record).get(self.level)
+            ceiling = None if is_ceiling else limits.ceilings(record).get(self.level)
             return rate_flags(cell, ceiling, record=record)
         text = ""
         if "spread" in kinds:

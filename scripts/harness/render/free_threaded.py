@@ -31,7 +31,7 @@ from harness.model.records import load_scenario_records
 from harness.model.records.gil_dependencies_record import FreeThreadedBuildRecord, GilDependenciesRecord
 from harness.model.records.scenario_record import Outcome, Run, ScenarioRecord
 from harness.model.stats import interval_name
-from harness.render.cells import SPREAD_FLAG, ceilings, format_rate, rate_flags, summarise_cell
+from harness.render.cells import SPREAD_FLAG, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_link
 
 FREE_THREADED_DIR_NAME = "free-threaded"
@@ -88,7 +88,7 @@ def runs_by_size(outcome: Outcome) -> dict[int | None, list[Run]]:
     grouped: dict[int | None, list[Run]] = {}
     for run in outcome.runs:
         if run.error is None and run.requests_per_second is not None:
-            grouped.setdefault(run.size, []).append(run)
+            grouped.setdefault(run.get("size"), []).append(run)
     return grouped
 
 
@@ -96,17 +96,17 @@ def rows(records: dict[str, ScenarioRecord]) -> list[Row]:
     """The rows of one workload's pair of records, in the first record's design order."""
     order: list[tuple[str, int | None]] = []
     cells: dict[tuple[str, int | None], dict[str, dict[str, Any]]] = {}
-    limits: dict[tuple[str, int | None], dict[str, float | None]] = {}
+    ceilings: dict[tuple[str, int | None], dict[str, float | None]] = {}
     for python, record in records.items():
-        ceiling = ceilings(record)
+        ceiling = limits.ceilings(record)
         for outcome in record.designs:
             for size, runs in sorted(runs_by_size(outcome).items(), key=lambda item: item[0] or 0):
                 key = (outcome.name, size)
                 if key not in cells:
                     order.append(key)
                 cells.setdefault(key, {})[python] = summarise_cell(runs)
-                limits.setdefault(key, {})[python] = ceiling.get(runs[0].concurrency)
-    return [Row(name, size, cells[(name, size)], limits[(name, size)]) for name, size in order]
+                ceilings.setdefault(key, {})[python] = ceiling.get(runs[0].concurrency)
+    return [Row(name, size, cells[(name, size)], ceilings[(name, size)]) for name, size in order]
 
 
 def cpus_busy(runs: list[Run], record: ScenarioRecord) -> float | None:
@@ -128,7 +128,7 @@ def cpus_label(row: Row, gil: str, free: str, records: dict[str, ScenarioRecord]
 
 def gil_states(runs: list[Run]) -> str:
     """How the GIL was in a cell's runs, as the server's processes reported it after each run."""
-    states = [run.gil for run in runs]
+    states = [run.get("gil") for run in runs]
     enabled, disabled = states.count("enabled"), states.count("disabled")
     if enabled:
         return f"⚠ **on** in {enabled} of {len(states)} runs"

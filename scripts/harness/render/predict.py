@@ -20,10 +20,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.catalogue import load_catalogue
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import LINE_ECHO_TOOLS
-from harness.render.cells import ceilings, cells_by_level, format_rate, is_rate_sweep, rate_flags, summarise_cell
+from harness.render.cells import cells_by_level, format_rate, is_rate_sweep, rate_flags, summarise_cell
 from harness.render.generated_header import HEADER
 
 # (scenario, clients): the cells a question may come from, the most telling first. Ten clients and a
@@ -82,7 +83,7 @@ def question(record: ScenarioRecord, name: str, clients: int) -> str | None:
     if cell is None:
         return None
     delay = record.settings.delay
-    ceiling = ceilings(record).get(clients)
+    ceiling = limits.ceilings(record).get(clients)
     if not delay and not ceiling:
         return None  # no call and no ceiling: nothing to read the number against
     rate = cell["rate"]["median"]

@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.stats import interval_name
-from harness.render.cells import ceilings, cells_by_level, format_rate, rate_flags, summarise_cell
+from harness.render.cells import cells_by_level, format_rate, rate_flags, summarise_cell
 from harness.render.presentation import design_colour, design_link
 
 RECORD_ID = re.compile(r"python-(\d+\.\d+)-(hello|cpu)")
@@ -43,7 +44,7 @@ def cells(versions: dict[str, ScenarioRecord]) -> dict[str, dict[str, tuple[dict
     """{design: {version: (cell, the tool's ceiling)}}: one level per scenario."""
     table: dict[str, dict[str, tuple[dict[str, Any], float | None]]] = {}
     for version, record in versions.items():
-        ceiling = ceilings(record)
+        ceiling = limits.ceilings(record)
         for design in record.designs:
             for level, runs in cells_by_level(design.runs).items():
                 table.setdefault(design.name, {})[version] = (summarise_cell(runs), ceiling.get(level))

@@ -34,7 +34,6 @@ from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.settings import ScenarioSettings
 from harness.model.stats import interval_name
 from harness.render.cells import (
-    ceilings,
     cells_by_level,
     describe_level,
     format_level,
@@ -81,7 +80,7 @@ class Cell:
 
 def medians(record: ScenarioRecord) -> dict[tuple[str, float], tuple[float, bool]]:
     """(design, level) -> (median requests/s, tool-bound) for every measured cell."""
-    tool_ceilings = ceilings(record)
+    tool_ceilings = limits.ceilings(record)
     runs = {(design.name, level): cell_runs for design in record.designs
             for level, cell_runs in cells_by_level(design.runs, level_key(record)).items()}
     return {key: (median, limits.limit(runs.get(key, []), record.environment, tool_ceilings.get(key[1])).tool_bound)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.model import limits
 from harness.model.catalogue import load_catalogue
 from harness.model.disclosed_settings import load_real_servers
 from harness.model.how_fast_steps import FAST_AND_CORRECT
@@ -43,7 +44,6 @@ from harness.render import (
     streaming_tables,
 )
 from harness.render.cells import (
-    ceilings,
     cells_by_level,
     format_level,
     is_rate_sweep,
@@ -155,8 +155,8 @@ def _mean_mode(row: Row) -> str:
 
 def _completed(row: Row) -> str:
     # Each run records the limit it ran under: a blocking design may have had a shorter one.
-    limits = {run.time_limit for run in row.cell["runs"]} - {None}
-    limit = max(limits) if limits else row.record.settings.time_limit
+    time_limits = {run.time_limit for run in row.cell["runs"]} - {None}
+    limit = max(time_limits) if time_limits else row.record.settings.time_limit
     return completed_label(row.cell, limit, row.record.scenario.tool in DURATION_TOOLS)
 
 
@@ -231,7 +231,7 @@ def design_rows(record: ScenarioRecord, design: Outcome, with_name: bool, every_
     if with_name:
         prefix = f"| {design_label(design, is_ceiling)} " + (f"| {design.model} " if every_column else "")
     cells = cells_by_level(design.runs, level_key(record))
-    tool_ceilings = {} if is_ceiling else ceilings(record)
+    tool_ceilings = {} if is_ceiling else limits.ceilings(record)
     references = reference_medians(record)
     if design.status != "ok" and not cells:
         reason = f"not measured: {_escape('; '.join(design.problems) or 'failed')}"

@@ -43,9 +43,9 @@ def cells(design: Outcome) -> dict[tuple[int, float], dict[str, Any]]:
     """(size, level) -> summarise_cell of that count's successful runs."""
     grouped: dict[tuple[int, float], list[Run]] = {}
     for run in design.runs:
-        if run.error is None and run.size is not None:
-            level = run.rate if run.mode == "open" else run.concurrency
-            grouped.setdefault((run.size, level), []).append(run)
+        if run.error is None and run.get("size") is not None:
+            level = run.get("rate") if run.get("mode") == "open" else run.concurrency
+            grouped.setdefault((run.get("size"), level), []).append(run)
     return {key: summarise_cell(runs) for key, runs in sorted(grouped.items())}
 
 
@@ -116,20 +116,16 @@ def memory_label(cell: dict[str, Any]) -> str:
     return f"{total:.0f} / {count:g} = {total / count:.1f}"
 
 
-def ceiling_at(record: ScenarioRecord, level: float) -> float | None:
-    """The tool's ceiling at a level (model/limits.ceilings, the one definition), None without one."""
-    return limits.ceilings(record).get(level)
-
-
 def sizing_table(record: ScenarioRecord) -> str:
     """One row per (design, count): the rate and its flags, Little's law, latency, memory."""
     lines = ["| design | count | req/s | Little's law | mean ms | p99 ms | PSS MiB / processes |",
              "|---|--:|--:|--:|--:|--:|--:|"]
+    ceilings = limits.ceilings(record)
     for design in record.designs:
         for (size, level), cell in cells(design).items():
             law = littles_law(record, in_flight(record, design, size, level), cpu_per_request(cell),
                               usable_cpus(record, design, size))
-            lines.append(f"| {design_link(design.name)} | {size} | {rate_label(cell, ceiling_at(record, level), record=record)} | "
+            lines.append(f"| {design_link(design.name)} | {size} | {rate_label(cell, ceilings.get(level), record=record)} | "
                          f"{'–' if law is None else format_rate(law)} | {cell['latency'].get('mean', 0):.0f} | "
                          f"{cell['latency'].get('p99', 0):.0f} | {memory_label(cell)} |")
         if design.status != "ok":
@@ -252,8 +248,9 @@ def figure(record: ScenarioRecord | None, design_name: str, size: int) -> str:
     cell = at(record, design_name, size)
     if record is None or cell is None:
         return "not measured"
+    ceiling = limits.ceilings(record).get(cell["runs"][0].concurrency)
     return (f"{format_rate(cell['rate']['median'])} req/s at {size}"
-            f"{rate_flags(cell, ceiling_at(record, cell['runs'][0].concurrency), record=record)} (`{record.id}`)")
+            f"{rate_flags(cell, ceiling, record=record)} (`{record.id}`)")
 
 
 RULES = [  # model, design, the rule, the scenarios whose figures stand behind it
@@ -318,12 +315,12 @@ def grid_cell(record: ScenarioRecord, workers: int) -> str:
         raise GridError(f"{where} has no {GTHREAD} design: re-run the scenario")
     found = next((cell for (size, _), cell in cells(design).items() if size == workers), None)
     if found is None:
-        failed = [run for run in design.runs if run.size == workers and run.error]
+        failed = [run for run in design.runs if run.get("size") == workers and run.error]
         if failed:
             return f"✗ {str(failed[0].error)[:60]}"
         raise GridError(f"{where} has no run of {GTHREAD} at {workers} workers (the grid's rows: "
                         f"{sorted(set(record.settings.sizes[GTHREAD]))}): re-run the scenario")
-    ceiling = ceiling_at(record, found["runs"][0].concurrency)
+    ceiling = limits.ceilings(record).get(found["runs"][0].concurrency)
     pss = [run.server_resources.peak_pss_mib for run in found["runs"] if run.server_resources]
     pss = [value for value in pss if value is not None]
     memory = f"{statistics.median(pss):.0f} MiB" if pss else "– MiB"
