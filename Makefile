@@ -33,11 +33,12 @@ site: install
 check: $(VENV)/.installed  ## the fast tier: every test that starts no process (tests/tiers.py), under a minute
 	$(PY) -m pytest -m check -q
 
-# Three workers (pytest-xdist): most tests wait on a server, not on a CPU (four took 744 s beside a busy loop where
-# three took 819 s, but a reload test of event-loop-workers lost its race once there: not worth a flaky CI). Tests marked `alone` measure
-# how many CPUs a server uses at once, so they run afterwards, by themselves.
+# Four workers (pytest-xdist): most tests wait on a server, not on a CPU (three took 775 s beside a busy loop, each
+# worker busy for 710 s). Tests that share an expensive module fixture share a worker (conftest.py); tests marked
+# `alone` measure how many CPUs a server uses at once, so they run afterwards, by themselves.
+TEST_WORKERS ?= 4
 test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
-	$(PY) -m pytest -n 3 --dist loadgroup -m "not alone" --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --durations=15
 	$(PY) -m pytest -m alone tests/
 
 bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), the other suites, the tables

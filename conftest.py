@@ -7,17 +7,26 @@ pytest_plugins = ["tests.codeblock_runs", "tests.tiers"]
 
 
 # `make test` runs the suite on several workers (pytest-xdist, --dist loadgroup). Tests that share an
-# expensive fixture stay on one worker: file by file (test_new_design's scratch copy of the repository was made,
-# built and rendered once per worker that ran one of its tests: 75 s each), and the two files that read the built site
-# without a browser together; the browser's file, the longest group (every page visited twice), has a
-# worker of its own. The site is built once per run whichever worker asks first (tests/conftest.py's
-# strict_build), and so is the whole render (`rendered`). The docs' code blocks run on two workers, each
-# group in page order: the blocks that start a server on the fixed port its page names (marked `server` or
-# `client`, tests/codeblock_runs.py) on one, so two never listen on port 8000 at once; every other block
-# (quick runs, renders, one-off commands, which pick free ports but share build/) on the other, so two quick
-# runs of one scenario never share its logs.
-ONE_WORKER_FILES = {"test_hardened.py", "test_hostile.py", "test_server_files.py", "test_behaviour.py", "test_harness.py",
-                    "test_browser.py", "test_new_design.py"}
+# expensive module fixture stay on one worker, so the fixture is made once: for each such file, the fixtures that
+# cost (None: every test of the file, where the tests share more than a fixture: test_new_design's scratch copy,
+# test_harness's quick runs into one build/). A test of that file that uses none of them goes to any worker: the
+# stop-signal and concurrency tests of test_behaviour start servers of their own and were 160 s of its 205 s on one
+# worker; the linkchecker, search and tooltip tests need the built site, not the browser's visit of every page.
+# The two files that read the built site without a browser go together; the site is built once per run whichever
+# worker asks first (tests/conftest.py's strict_build), and so is the whole render (`rendered`). The docs' code
+# blocks run on two workers, each group in page order: the blocks that start a server on the fixed port its page
+# names (marked `server` or `client`, tests/codeblock_runs.py) on one, so two never listen on port 8000 at once;
+# every other block (quick runs, renders, one-off commands, which pick free ports but share build/) on the other, so
+# two quick runs of one scenario never share its logs.
+SHARED_FIXTURES: dict[str, set[str] | None] = {
+    "test_behaviour.py": {"serving"},
+    "test_browser.py": {"visits"},
+    "test_hardened.py": {"patient", "impatient"},
+    "test_hostile.py": {"good", "bad"},
+    "test_server_files.py": {"trickled"},
+    "test_harness.py": None,
+    "test_new_design.py": None,
+}
 SITE_FILES = {"test_site.py", "test_glossary.py"}
 
 
@@ -28,5 +37,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group("code-blocks-on-ports" if on_a_port else "code-blocks"))
     elif item.path.name in SITE_FILES:
         item.add_marker(pytest.mark.xdist_group("built-site"))
-    elif item.path.name in ONE_WORKER_FILES:
-        item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    elif item.path.name in SHARED_FIXTURES:
+        shared = SHARED_FIXTURES[item.path.name]
+        if shared is None or shared & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))

@@ -346,7 +346,7 @@ def test_the_diagrams_the_pages_describe_are_drawn_as_svg(visits: dict[str, Visi
     assert {path: count for path, count in drawn.items() if count < DIAGRAMS[path]} == {}, drawn
 
 
-def test_plots_follow_the_dark_scheme(browser: object, site_url: str, visits: dict[str, Visit]) -> None:
+def test_plots_follow_the_dark_scheme(browser: object, site_url: str) -> None:
     """A plot is an <img>: in the dark scheme the page turns it around (site.css), in the light one it is left alone."""
     context = browser.new_context(viewport={"width": WIDE, "height": 900})
     try:
@@ -385,8 +385,9 @@ def test_screenshots_are_written(visits: dict[str, Visit]) -> None:
 
 
 @pytest.fixture
-def page(browser: object, visits: dict[str, Visit]) -> Iterator[object]:
-    """A fresh page at 1280 px; after the visits, so the tests share the browser without racing it."""
+def page(browser: object) -> Iterator[object]:
+    """A fresh page at 1280 px in this module's browser (the visits launch Chromiums of their own, so a test with a
+    page needs no visit first and may run on any worker: conftest.py groups only the tests that read `visits`)."""
     context = browser.new_context(viewport={"width": WIDE, "height": 900})
     try:
         yield context.new_page()
@@ -462,7 +463,7 @@ def test_linkchecker_finds_no_broken_internal_link_or_anchor(site_url: str, tmp_
 
 def test_pointing_at_a_glossary_word_shows_its_tooltip(browser: object, site_url: str) -> None:
     """Words defined in docs/glossary.md get Material's tooltip (content.tooltips), not only the browser's title."""
-    context = browser.new_context(viewport={"width": WIDE, "height": 900})  # not `page`: it waits for every visit
+    context = browser.new_context(viewport={"width": WIDE, "height": 900})
     try:
         page = context.new_page()
         page.goto(site_url + "cpu-bound/")
