@@ -35,6 +35,7 @@ SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), bound=2.5, short_
                                slowloris_connections=5, resets=20, emfile_headroom=40, emfile_beyond=40,
                                emfile_connections=80, emfile_hold=1.5, settle=2.0, delay=0.0)
 SPINNING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "spins_on_emfile.py"
+DYING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "dies_on_emfile.py"
 
 
 def tiny_design(behaviour: str, server_file: Path = TEST_SERVERS) -> Design:
@@ -131,6 +132,26 @@ def test_emfile_lowers_the_running_servers_limit_and_calls_a_spinning_loop_busy(
         assert result.verdict == "robust", result
     else:
         assert (result.robust, result.verdict) == (False, "weak") and "busy loop" in note, result
+
+
+def test_emfile_sees_a_worker_die_at_the_limit_and_be_replaced(tmp_path: Path) -> None:
+    """The fixture's worker raises EMFILE, frees a descriptor and exits once the held connections close; its supervisor
+    starts another. The looks before and after the hold find no process at its limit: the watch must see the death."""
+    with run.launched(tiny_design("dies", DYING_FIXTURE), SETTINGS.delay, tmp_path) as server:
+        result = run.run_case(server, case("emfile"), SETTINGS)
+    figures, note = result.figures, result.variants[0].note
+    assert figures is not None and figures.at_limit == 0, note  # what hid it: its freed descriptor
+    assert (figures.died_at_limit, figures.replaced) == (1, 1), note
+    assert figures.emfile_logged, note  # the traceback's "OSError: [Errno 24] Too many open files"
+    assert "never accepted past it" not in note and "ran out of descriptors and ended" in note, note
+    assert result.verdict == "robust" and result.probe_after is not None and result.probe_after.served, result
+    data = json.loads(json.dumps(FIXTURE))
+    data["cases"] = [case("emfile").to_json()]
+    data["designs"][0]["cases"] = [result.to_json()]
+    page = survival.emfile_page(fixture(data))
+    classes = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("- **")}
+    assert classes["A worker died at the limit and was replaced"].endswith(": nginx."), page  # the fixture's name
+    assert classes["Never at the limit"].startswith("- **Never at the limit** (0 of 1"), page
 
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ is missing, so the page always builds:
 - survive-limits.md: each real server's documented limits (scripts/catalogue/hostile/
   limits.toml, cited from its documentation) beside what the suite measured, and
   whether the two agree;
-- survive-emfile.md: case 15 (EMFILE) in sentences: which designs spun at the limit, which stayed
-  quiet there, which never reached it, and every design's figures.
+- survive-emfile.md: case 15 (EMFILE) in sentences: which designs spun at the limit, which had a worker
+  die there (and replaced), which stayed quiet there, which never reached it, and every design's figures.
 - survive-emfile-settings.md: case 15 against Waitress, Gunicorn gthread and Granian at their defaults
   and with their own cap on connections (results/hostile-emfile-settings.json).
 """
@@ -299,8 +299,16 @@ def emfile_figures(record: HostileRecord) -> list[tuple[DesignResult, EmfileFigu
     return rows
 
 
+def died_and_replaced(figures: EmfileFigures) -> str:
+    """Processes that died at their limit, and those started after them; "–" in records measured before the watch."""
+    if figures.died_at_limit is None:
+        return "–"
+    return f"{figures.died_at_limit} / {figures.replaced or 0}"
+
+
 def emfile_page(record: HostileRecord | None) -> str:
-    """Case 15 in a few sentences: who spun, who stayed quiet at the limit, who never reached it; then every figure."""
+    """Case 15 in a few sentences: who spun, whose worker died at the limit, who stayed quiet there, who never reached
+    it; then every figure."""
     if record is None:
         return NOT_MEASURED
     rows = emfile_figures(record)
@@ -313,8 +321,12 @@ def emfile_page(record: HostileRecord | None) -> str:
     died = [(design, figures) for design, figures in rows if verdicts[design.name] == "died"]
     rows = [(design, figures) for design, figures in rows if verdicts[design.name] != "died"]
     busy = [(design, figures) for design, figures in rows if figures.cpu_share > busy_share]
-    quiet = [(design, figures) for design, figures in rows if figures.cpu_share <= busy_share and figures.at_limit]
-    never = [(design, figures) for design, figures in rows if figures.cpu_share <= busy_share and not figures.at_limit]
+    calm = [(design, figures) for design, figures in rows if figures.cpu_share <= busy_share]
+    replaced = [(design, figures) for design, figures in calm if figures.died_at_limit and figures.replaced]
+    lost = [(design, figures) for design, figures in calm if figures.died_at_limit and not figures.replaced]
+    calm = [(design, figures) for design, figures in calm if not figures.died_at_limit]
+    quiet = [(design, figures) for design, figures in calm if figures.at_limit]
+    never = [(design, figures) for design, figures in calm if not figures.at_limit]
     measured = {design.name for design, _ in rows + died}
     unmeasured = [design for design in record.designs if design.name not in measured
                   and design.result("emfile") is not None]
@@ -331,6 +343,12 @@ def emfile_page(record: HostileRecord | None) -> str:
     if quiet:
         top = max(figures.cpu_share for _, figures in quiet)
         lines.append(f"- **At the limit and quiet** ({len(quiet)} of {total}): at most {top:.0%} of a CPU.")
+    if replaced:
+        lines.append(f"- **A worker died at the limit and was replaced** ({len(replaced)} of {total}: a process of the "
+                     "group ran out of descriptors and exited, and a process started after it: its supervisor "
+                     f"replacing it): {named(replaced)}.")
+    if lost:
+        lines.append(f"- **A worker died at the limit, none replaced it** ({len(lost)} of {total}): {named(lost)}.")
     if died:
         lines.append(f"- **Died in this case** ({len(died)} of {total}: its stderr is in the record): {named(died)}.")
     lines.append(f"- **Never at the limit** ({len(never)} of {total}: no process ran out of descriptors, so "
@@ -340,9 +358,11 @@ def emfile_page(record: HostileRecord | None) -> str:
                          for error in result.errors})
         lines.append(f"- **Not measured** ({len(unmeasured)} of {total}: the case could not run; "
                      f"{'; '.join(errors) or 'no figures'}): {', '.join(design.name for design in unmeasured)}.")
-    table = ["| Design | CPU while held | Processes at the limit | Connections held |", "|---|---|---|---|"]
+    table = ["| Design | CPU while held | Processes at the limit | Died at the limit / started after | "
+             "Connections held |", "|---|---|---|---|---|"]
     table += [f"| {design_label(design)} | {figures.cpu_share:.0%} | {figures.at_limit} of "
-              f"{figures.processes} | {figures.connections_held} |" for design, figures in rows]
+              f"{figures.processes} | {died_and_replaced(figures)} | {figures.connections_held} |"
+              for design, figures in rows]
     return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
 
 

@@ -13,7 +13,9 @@ The other way round, for the hostile suite's case 15: lower_group_open_files low
 server that is already running and answering (prlimit(2), as `prlimit --pid` does), so the case
 measures the server as its own start-up left it (a server that raises its own limit at start, or
 sizes a table from it, is not helped by a limit set before it started); free_descriptors says
-whether a process is at its limit.
+whether a process is at its limit, and DescriptorWatch samples that for every process of the group
+while the case runs, so a worker that reaches its limit and exits (its descriptors freed, its pid
+gone) between two looks is still seen: its fewest free descriptors, and that it ended.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from __future__ import annotations
 import os
 import resource
 import sys
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 
 from harness.system import processes
 
@@ -93,3 +97,76 @@ def free_descriptors(pid: int) -> int | None:
         return soft - sum(1 for number in open_descriptors(pid) if number < soft)
     except (ProcessLookupError, FileNotFoundError):
         return None
+
+
+WATCH_INTERVAL_SECONDS = 0.05  # a worker that dies at its limit may free its descriptors within milliseconds
+
+
+@dataclass(frozen=True)
+class WatchedProcess:
+    """One process of a watched group, as DescriptorWatch saw it (times are time.monotonic())."""
+
+    pid: int
+    first_seen: float
+    last_alive: float | None  # the last sample that found it running; None: only ever seen ended
+    least_free: int | None  # the fewest descriptors it had free in any sample; None: never read
+    ended: bool  # gone, or a zombie its parent has not reaped yet
+
+
+def running(pid: int) -> bool:
+    """Whether the process exists and has not ended (a zombie, state Z or X, has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
+class DescriptorWatch:
+    """Every process of a group, sampled every WATCH_INTERVAL_SECONDS in a thread: free descriptors, start, end."""
+
+    def __init__(self, pgid: int, interval: float = WATCH_INTERVAL_SECONDS) -> None:
+        self.pgid = pgid
+        self.interval = interval
+        self._seen: dict[int, WatchedProcess] = {}
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"descriptors-{pgid}", daemon=True)
+
+    def sample(self) -> None:
+        """One look at every process of the group, and at every one seen before that is no longer in it."""
+        now = time.monotonic()
+        listed = set(processes.group_pids(self.pgid))
+        with self._lock:
+            for pid in listed | set(self._seen):
+                seen = self._seen.get(pid) or WatchedProcess(pid, now, None, None, False)
+                try:
+                    free = free_descriptors(pid) if pid in listed and running(pid) else None
+                except PermissionError:  # another user's process: nothing to learn about it
+                    continue
+                if free is None:
+                    seen = replace(seen, ended=True)
+                elif not seen.ended:  # a pid reused after the end would be another process: keep the first
+                    least = free if seen.least_free is None else min(seen.least_free, free)
+                    seen = replace(seen, last_alive=now, least_free=least)
+                self._seen[pid] = seen
+
+    def processes(self) -> list[WatchedProcess]:
+        """Every process seen so far, in the order first seen."""
+        with self._lock:
+            return sorted(self._seen.values(), key=lambda seen: (seen.first_seen, seen.pid))
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> DescriptorWatch:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        self.sample()

@@ -115,6 +115,13 @@ class EmfileFigures(Typed):
     held_answered: int | None = optional()
     held_closed: int | None = optional()
     held_silent: int | None = optional()
+    # Watched every 50 ms from the lowering until a grace after the case closed the connections (suites/hostile/
+    # cases.py): processes that ran out of descriptors and ended (a worker whose accept() raised EMFILE; its freed
+    # descriptors hide it from at_limit), the processes that appeared after such an end (its supervisor replacing
+    # it), and the lines of the server's stderr naming EMFILE meanwhile. Absent in records measured before.
+    died_at_limit: int | None = optional()
+    replaced: int | None = optional()
+    emfile_logged: int | None = optional()
 
 
 class VariantOutcome(Typed):

@@ -82,6 +82,7 @@ class Target:
     port: int
     pgid: int
     settings: HostileSettings
+    log: Path | None = None  # the server's stderr, where a case reads what it logged meanwhile (case 15: EMFILE)
 
     def connect(self, timeout: float = 2.0) -> socket.socket:
         return raw_http.connect(self.host, self.port, timeout)
@@ -308,6 +309,10 @@ def slow_reader_case(target: Target, case: Case) -> list[Variant]:
 
 
 EMFILE_QUESTION = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"  # sent on every held connection after the hold
+EMFILE_TEXT = "Too many open files"  # strerror(EMFILE), as Python's tracebacks and the servers' logs print it
+# After the case closes the held connections: a worker that raised EMFILE may only exit then (Gunicorn's gthread
+# worker waits for its threads, blocked reading those connections), and its supervisor starts another at once.
+EXIT_GRACE_SECONDS = 1.0
 
 
 def emfile_case(target: Target, case: Case) -> list[Variant]:
@@ -318,28 +323,44 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
     `emfile_connections`), so the rest wait in the backlog, the listener stays readable, and a loop
     that goes back to it after EMFILE spins. The CPU counts only while a process is at its limit.
     With the case's ask_held_within, a GET then goes on every held connection, and the answers are counted.
+    Every process of the group is watched from the lowering until EXIT_GRACE_SECONDS after the connections
+    close (longer, up to `settle`, while a worker that died has no successor yet): a worker whose accept()
+    raised EMFILE and that exited freed its descriptors, so the looks before and after the hold cannot find
+    it at its limit; the watch sees it end near its limit (died_at_limit), and the processes started after.
     """
     settings = target.settings
     headroom, hold = settings.emfile_headroom, settings.emfile_hold
+    log_from = log_size(target.log)
     try:
         lowered = open_files.lower_group_open_files(target.pgid, headroom)
     except PermissionError as error:  # a process of the group runs as another user (nginx's workers): not ours to lower
         return [Variant("case", False, "n/a", None, f"not measured: the harness may not lower this server's limit "
                         f"({error.strerror}: prlimit on a process of its group)", applicable=False)]
     count = min(settings.emfile_connections, headroom * len(lowered) + settings.emfile_beyond)
-    with target.held(count) as (connections, refused):
-        time.sleep(0.5)  # let the server accept until accept() fails with EMFILE
-        at_limit_before = at_limit(lowered)
-        with GroupSampler(target.pgid) as sampler:
-            time.sleep(hold)
-        at_limit_after = at_limit(lowered)
-        held_fds, _ = processes.group_counts(target.pgid)
-        closed = sum(1 for conn in connections if raw_http.closed_by_peer(conn))  # before we close them ourselves
-        started = len(set(processes.group_pids(target.pgid)) - {entry.pid for entry in lowered})
-        asked = (raw_http.ask_each(connections, EMFILE_QUESTION, case.ask_held_within)
-                 if case.ask_held_within is not None else None)
-        cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
-            if sampler.first and sampler.last else 0.0
+    with open_files.DescriptorWatch(target.pgid) as watch:
+        with target.held(count) as (connections, refused):
+            time.sleep(0.5)  # let the server accept until accept() fails with EMFILE
+            at_limit_before = at_limit(lowered)
+            with GroupSampler(target.pgid) as sampler:
+                time.sleep(hold)
+            at_limit_after = at_limit(lowered)
+            held_fds, _ = processes.group_counts(target.pgid)
+            closed = sum(1 for conn in connections if raw_http.closed_by_peer(conn))  # before we close them ourselves
+            started = len(set(processes.group_pids(target.pgid)) - {entry.pid for entry in lowered})
+            asked = (raw_http.ask_each(connections, EMFILE_QUESTION, case.ask_held_within)
+                     if case.ask_held_within is not None else None)
+            cpu = (sampler.last.cpu_ticks - sampler.first.cpu_ticks) / os.sysconf("SC_CLK_TCK") \
+                if sampler.first and sampler.last else 0.0
+        deadline = time.monotonic() + max(settings.settle, EXIT_GRACE_SECONDS)
+        time.sleep(EXIT_GRACE_SECONDS)
+        logged = emfile_lines(target.log, log_from)
+        while (ended := ended_at_limit(watch.processes(), headroom, logged)) and \
+                not successors(watch.processes(), ended) and time.monotonic() < deadline:
+            time.sleep(0.1)  # a supervisor replaces a worker when it reaps it
+            logged = emfile_lines(target.log, log_from)
+    seen = watch.processes()
+    died = ended_at_limit(seen, headroom, logged)
+    replaced = len(successors(seen, died))
     share = cpu / hold
     busy = share > (0.5 if case.busy_cpu_share is None else case.busy_cpu_share)
     over = min(at_limit_before, at_limit_after)  # at the limit when the measurement began and when it ended
@@ -349,14 +370,20 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
             + (" (a busy loop)" if busy else "")
             + f"; {len(connections)} connections held, {held_fds} descriptors open; each process's limit lowered, "
               f"once it answered, to what it held + {headroom} ({limit_range})")
-    if not over:
+    if died:
+        note += (f"; {len(died)} process{'es' if len(died) > 1 else ''} ran out of descriptors and ended (the fewest "
+                 f"free: {min(entry.least_free or 0 for entry in died)}), {replaced} started after "
+                 f"{'it' if len(died) == 1 else 'them'} (a worker replaced)")
+    elif not over and not any(entry.least_free == 0 for entry in seen):
         note += "; no process reached its limit: it never accepted past it"
+    if logged:
+        note += f"; {logged} line{'s' if logged > 1 else ''} of its stderr name{'' if logged > 1 else 's'} EMFILE"
     if refused:
         note += f"; {refused} never connected"
     if closed:
         note += f"; the server closed {closed} of the held connections"
     if started:
-        note += f"; {started} process{'es' if started > 1 else ''} started during the case (a worker replaced)"
+        note += f"; {started} process{'es' if started > 1 else ''} started during the hold"
     if asked is not None:
         note += (f"; asked again after the hold, {asked['answered']} held connections answered within "
                  f"{case.ask_held_within:g} s, {asked['closed']} were closed, {asked['silent']} got nothing")
@@ -365,13 +392,59 @@ def emfile_case(target: Target, case: Case) -> list[Variant]:
                             closed_by_server=closed, processes_started=started,
                             held_answered=None if asked is None else asked["answered"],
                             held_closed=None if asked is None else asked["closed"],
-                            held_silent=None if asked is None else asked["silent"])
+                            held_silent=None if asked is None else asked["silent"],
+                            died_at_limit=len(died), replaced=replaced,
+                            emfile_logged=None if target.log is None else logged)
     return [Variant(f"{len(connections)} held", not busy, f"cpu {share:.0%}", None, note, figures=figures)]
 
 
 def at_limit(lowered: list[open_files.LoweredLimit]) -> int:
     """How many of the processes have no descriptor free (a process that ended does not count)."""
     return sum(1 for entry in lowered if open_files.free_descriptors(entry.pid) == 0)
+
+
+def ended_at_limit(seen: list[open_files.WatchedProcess], headroom: int,
+                   emfile_logged: int) -> list[open_files.WatchedProcess]:
+    """The watched processes that ran out of descriptors and then ended.
+
+    Seen with none free; or, while the server's stderr named EMFILE, seen within a quarter of the headroom of its
+    limit: the worker had accepted to its limit, and the few it freed as it failed were freed before a look
+    (Gunicorn's gthread worker was seen with one free). A process that ends with most of its headroom free (a
+    child forked for one connection, a worker stopped normally) is not counted, whatever the log says.
+    """
+    near = headroom // 4 if emfile_logged else 0
+    return [entry for entry in seen
+            if entry.ended and entry.least_free is not None and entry.least_free <= near]
+
+
+def successors(seen: list[open_files.WatchedProcess],
+               died: list[open_files.WatchedProcess]) -> list[open_files.WatchedProcess]:
+    """The processes first seen after the first of `died` was last seen running: those started to replace it."""
+    if not died:
+        return []
+    since = min(entry.last_alive or entry.first_seen for entry in died)
+    return [entry for entry in seen if entry.first_seen > since and entry not in died]
+
+
+def log_size(path: Path | None) -> int:
+    """Where the server's stderr ends now: a case reads what was written after it."""
+    try:
+        return 0 if path is None else path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def emfile_lines(path: Path | None, offset: int) -> int:
+    """Lines the server wrote to its stderr after `offset` that name EMFILE (EMFILE_TEXT)."""
+    if path is None:
+        return 0
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return 0
+    return sum(1 for line in text.splitlines() if EMFILE_TEXT in line)
 
 
 def expect_continue_case(target: Target, case: Case) -> list[Variant]:

@@ -34,7 +34,7 @@ from harness.model.records import record_path, write_record_atomic
 from harness.model.records.hostile_record import (EmfileSetting, EmfileSettingRow, EmfileSettingRun,
                                                   EmfileSettingsRecord)
 from harness.model.suite_settings import HostileSettings
-from harness.suites.hostile.cases import Case, load_suite
+from harness.suites.hostile.cases import EMFILE_TEXT, Case, load_suite
 from harness.suites.hostile.run import run_case, warm_up
 from harness.suites.subjects import launched
 from harness.system import launcher, processes
@@ -45,7 +45,6 @@ SETTINGS_FILE = CATALOGUE_DIR / "hostile" / "emfile-settings.toml"
 RECORD_NAME = "hostile-emfile-settings.json"
 CASE_ID = "emfile"
 ASK_HELD_WITHIN = 2.0  # s: after the hold, a GET on every held connection; a served one answers in milliseconds
-EMFILE_TEXT = "Too many open files"  # strerror(EMFILE), as Python's tracebacks and the servers' logs print it
 PACKAGES = ["waitress", "gunicorn", "granian"]  # their versions go into the record
 
 

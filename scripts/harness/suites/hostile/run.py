@@ -67,7 +67,7 @@ def run_case(server: Server, case: Case, settings: HostileSettings) -> CaseResul
     pgid = server.process.pid
     if case.short_bound:  # an answer that takes longer than this is already not "at once"
         settings = dataclasses.replace(settings, bound=min(settings.bound, settings.short_bound))
-    target = Target(server.target_host, server.target_port, pgid, settings)
+    target = Target(server.target_host, server.target_port, pgid, settings, server.running.stderr_path)
     before = processes.group_counts(pgid)
     started = time.monotonic()
     outcome: list[list[Variant]] = []
