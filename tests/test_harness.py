@@ -431,6 +431,6 @@ def test_a_run_behind_the_reverse_proxy_records_every_command_it_ran(tmp_path: P
     (design,) = record.designs
     assert design.status == "ok", design.problems
     (run,) = design.runs
-    assert run.proxy_command is not None and "nginx" in " ".join(run.proxy_command)
-    assert run.server_command is not None and run.load_command is not None
+    assert run.get("proxy_command") is not None and "nginx" in " ".join(run.get("proxy_command"))
+    assert run.get("server_command") is not None and run.get("load_command") is not None
     assert type(record).from_json(json.loads(path.read_text(encoding="utf-8"))) == record

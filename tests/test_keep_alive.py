@@ -114,10 +114,10 @@ def test_every_run_records_and_prints_the_exact_server_and_load_commands(tmp_pat
     result = run_fixture_scenario("keep-alive-test", tmp_path, "keeps-alive")
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "keep-alive-test.json").read_text())["designs"][0]["runs"][0]
-    server, load = run["server_command"], run["load_command"]
+    server, load = run["runner"]["server_command"], run["runner"]["load_command"]
     assert str(REPO_ROOT / "tests/fixtures/keep_alive/keep_alive_server.py") in server and "--port" in server
     assert load[-len(run["command"]):] == run["command"] and load[0] in ("taskset", "hey")
-    assert "proxy_command" not in run  # no proxy in this scenario
+    assert "proxy_command" not in run["runner"]  # no proxy in this scenario
     assert f"server: {shlex.join(server)}" in result.stderr and f"load: {shlex.join(load)}" in result.stderr
 
 
@@ -126,11 +126,11 @@ def test_a_warm_up_runs_the_same_load_first_and_is_recorded_apart(tmp_path: Path
     result = run_fixture_scenario("warm-up-test", tmp_path)
     assert result.returncode == 0, result.stderr
     run = json.loads((tmp_path / "warm-up-test.json").read_text())["designs"][0]["runs"][0]
-    warm_up = run["warm_up"]
+    warm_up = run["runner"]["warm_up"]
     assert warm_up["seconds"] == 1 and warm_up["requests_per_second"] > 0 and warm_up["failed"] == 0
     assert warm_up["command"][warm_up["command"].index("-d") + 1] == "1s"
     warm_line, load_line = (result.stderr.index(f"warm-up: {shlex.join(warm_up['command'])}"),
-                            result.stderr.index(f"load: {shlex.join(run['load_command'])}"))
+                            result.stderr.index(f"load: {shlex.join(run['runner']['load_command'])}"))
     assert warm_line < load_line  # announced, and run, before the measured load
     assert run["complete"] > 0 and run["duration_s"] < 1.5  # the measured run is the second second alone
 
@@ -157,4 +157,4 @@ def test_an_ab_scenario_verifies_keep_alive_the_way_ab_asks_for_it(tmp_path: Pat
     keeps = by_name["keeps-alive"]
     assert keeps["status"] == "ok" and keeps["verified"]["http_version"] == "HTTP/1.0"
     assert "-k" in keeps["runs"][0]["command"] and keeps["runs"][0]["complete"] == 200
-    assert keeps["runs"][0]["keep_alive_requests"] == 200  # ab's own count: every answer came on a kept connection
+    assert keeps["runs"][0]["extras"]["keep_alive_requests"] == 200  # ab's count: every answer on a kept connection

@@ -98,9 +98,9 @@ def test_an_open_loop_rate_sweep_records_one_run_per_rate(tmp_path: Path) -> Non
     record = json.loads((tmp_path / "open-loop.json").read_text())
     runs = record["designs"][0]["runs"]
     # The quick settings schedule one second of each rate: 20 and 160 requests.
-    assert [(run["rate"], run["requests_requested"], run["concurrency"]) for run in runs] == [(20, 20, 1000),
-                                                                                           (160, 160, 1000)]
-    assert all(run["mode"] == "open" and run["failed"] == 0 for run in runs)
+    assert [(run["extras"]["rate"], run["requests_requested"], run["concurrency"]) for run in runs] == [
+        (20, 20, 1000), (160, 160, 1000)]
+    assert all(run["extras"]["mode"] == "open" and run["failed"] == 0 for run in runs)
     assert [run["complete"] for run in runs] == [20, 160]
 
 

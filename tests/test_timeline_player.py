@@ -49,7 +49,8 @@ def record(designs: list[str], with_moments: bool = True) -> dict[str, Any]:
         entries = [{key: value for key, value in item.items() if key in ("index", "start", "end", "result")}
                    for item in entries]
     return fake_record_json({"id": "timeline"}, {"delay": 0.1, "concurrency": [2], "requests": 4},
-                            [fake_outcome(name, [fake_run(concurrency=2, timeline=entries)], model="model")
+                            [fake_outcome(name, [fake_run(tool="http-client", concurrency=2, timeline=entries)],
+                                          model="model")
                              for name in designs],
                             {"commit": "0123456789abcdef"}, started_utc="2026-11-25T20:00:00Z")
 

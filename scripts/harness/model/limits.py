@@ -113,8 +113,8 @@ def highest(ceiling_median: float | None, medians: Iterable[float]) -> float | N
 
 def run_level(record: ScenarioRecord, run: Run) -> float:
     """The level a run belongs to: its offered rate in an open-loop sweep, else its concurrency."""
-    if isinstance(record.settings.rate, list) and run.rate is not None:
-        return run.rate
+    if isinstance(record.settings.rate, list) and run.get("rate") is not None:
+        return run.get("rate")
     return run.concurrency
 
 
@@ -123,7 +123,7 @@ def _medians(outcome: Outcome, record: ScenarioRecord) -> dict[tuple[int | None,
     grouped: dict[tuple[int | None, float], list[float]] = {}
     for run in outcome.runs:
         if run.error is None and run.requests_per_second is not None:
-            grouped.setdefault((run.size, run_level(record, run)), []).append(run.requests_per_second)
+            grouped.setdefault((run.get("size"), run_level(record, run)), []).append(run.requests_per_second)
     return {key: statistics.median(rates) for key, rates in grouped.items()}
 
 

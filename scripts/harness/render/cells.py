@@ -3,7 +3,7 @@
 A record's runs group into cells by level. The level is the concurrency, except
 in an open-loop rate sweep (its settings' `rate` is a list), where every run has the
 same concurrency (the cap on requests in flight) and the level is the offered
-rate of the run, run.rate. Runs that ended in an error belong to no cell. Records and runs are the typed
+rate of the run, run.get("rate"). Runs that ended in an error belong to no cell. Records and runs are the typed
 ones (model/records/scenario_record.py); a cell is a render-only dict of the runs it summarises.
 
 A cell whose runs lasted under settings.MIN_RUN_SECONDS is flagged (short_run_warning):
@@ -66,7 +66,7 @@ def cells_by_level(runs: list[Run], key: str = "concurrency") -> dict[float, lis
     grouped: dict[float, list[Run]] = {}
     for run in runs:
         if run.error is None:
-            grouped.setdefault(getattr(run, key), []).append(run)
+            grouped.setdefault(run.get(key), []).append(run)
     return grouped
 
 

@@ -80,8 +80,8 @@ def latency(cell: dict[str, Any] | None, key: str) -> str:
 
 def pool_wait_ms(cell: dict[str, Any] | None, key: str) -> str:
     """The median over the cell's runs of each run's X-Pool-Wait-Us statistic `key`, in ms ('–' if none)."""
-    values = [getattr(run.header_statistic, key) for run in (cell or {}).get("runs", [])
-              if run.header_statistic and getattr(run.header_statistic, key) is not None]
+    values = [getattr(run.get("header_statistic"), key) for run in (cell or {}).get("runs", [])
+              if run.get("header_statistic") and getattr(run.get("header_statistic"), key) is not None]
     if not values:
         return "–"
     middle = statistics.median(values) / 1000

@@ -457,8 +457,8 @@ def cross_check_table(ours: ScenarioRecord | None, vegeta: ScenarioRecord | None
             rows.append(f"| {design_link(design.name)} | {rate:g} | {a['rate']['median']:,.0f} / "
                         f"{b['rate']['median']:,.0f} | {ms(a['latency'].get('p50'))} / {ms(b['latency'].get('p50'))} "
                         f"| {ms(a['latency'].get('p99'))} / {ms(b['latency'].get('p99'))} |")
-    late = [run.late_ms.p99 for design in vegeta.designs for run in design.runs
-            if run.late_ms is not None and run.late_ms.p99 is not None]
+    late = [run.get("late_ms").p99 for design in vegeta.designs for run in design.runs
+            if run.get("late_ms") is not None and run.get("late_ms").p99 is not None]
     ours_settings, vegeta_settings = ours.settings, vegeta.settings
     note = (f"\nMedians over each record's runs ({ours_settings.repeat} with our client, "
             f"{vegeta_settings.repeat} with vegeta), {ours_settings.schedule_seconds:g} s per rate, a new "

@@ -88,7 +88,7 @@ def runs_by_size(outcome: Outcome) -> dict[int | None, list[Run]]:
     grouped: dict[int | None, list[Run]] = {}
     for run in outcome.runs:
         if run.error is None and run.requests_per_second is not None:
-            grouped.setdefault(run.size, []).append(run)
+            grouped.setdefault(run.get("size"), []).append(run)
     return grouped
 
 
@@ -128,7 +128,7 @@ def cpus_label(row: Row, gil: str, free: str, records: dict[str, ScenarioRecord]
 
 def gil_states(runs: list[Run]) -> str:
     """How the GIL was in a cell's runs, as the server's processes reported it after each run."""
-    states = [run.gil for run in runs]
+    states = [run.get("gil") for run in runs]
     enabled, disabled = states.count("enabled"), states.count("disabled")
     if enabled:
         return f"⚠ **on** in {enabled} of {len(states)} runs"

@@ -46,7 +46,7 @@ def _series(design: Outcome, pick: Callable[[Run], float | None],
     for run in design.runs:
         value = pick(run) if run.error is None else None
         if value is not None:
-            by_level.setdefault(getattr(run, level), []).append(value)
+            by_level.setdefault(run.get(level), []).append(value)
     levels = sorted(by_level)
     return levels, [statistics.median(by_level[level]) for level in levels]
 
@@ -166,7 +166,7 @@ def timeline_plot(design: Outcome, title: str) -> str | None:
     """Each request of the first repetition as a bar from its start to its end, in the design's colour.
 
     The timeline's entries are the load client's free-form moments (scripts/http_load.py --timeline): dicts."""
-    timeline = next((run.timeline for run in design.runs if run.timeline), None)
+    timeline = next((run.get("timeline") for run in design.runs if run.get("timeline")), None)
     if not timeline:
         return None
     figure, axes = plt.subplots(figsize=(7.5, 0.12 * len(timeline) + 1.2))

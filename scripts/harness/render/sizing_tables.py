@@ -43,9 +43,9 @@ def cells(design: Outcome) -> dict[tuple[int, float], dict[str, Any]]:
     """(size, level) -> summarise_cell of that count's successful runs."""
     grouped: dict[tuple[int, float], list[Run]] = {}
     for run in design.runs:
-        if run.error is None and run.size is not None:
-            level = run.rate if run.mode == "open" else run.concurrency
-            grouped.setdefault((run.size, level), []).append(run)
+        if run.error is None and run.get("size") is not None:
+            level = run.get("rate") if run.get("mode") == "open" else run.concurrency
+            grouped.setdefault((run.get("size"), level), []).append(run)
     return {key: summarise_cell(runs) for key, runs in sorted(grouped.items())}
 
 
@@ -315,7 +315,7 @@ def grid_cell(record: ScenarioRecord, workers: int) -> str:
         raise GridError(f"{where} has no {GTHREAD} design: re-run the scenario")
     found = next((cell for (size, _), cell in cells(design).items() if size == workers), None)
     if found is None:
-        failed = [run for run in design.runs if run.size == workers and run.error]
+        failed = [run for run in design.runs if run.get("size") == workers and run.error]
         if failed:
             return f"✗ {str(failed[0].error)[:60]}"
         raise GridError(f"{where} has no run of {GTHREAD} at {workers} workers (the grid's rows: "

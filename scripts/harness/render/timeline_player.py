@@ -13,7 +13,7 @@ call is taken to be the last delay before the first byte (never earlier than the
 sent). Everything between `connected` and the call's start is "waiting": in the kernel's listen
 queue or accepted but not yet served. The client cannot tell the two apart; the server's own
 system calls can (system/syscall_trace.py, strace attached for a second run of the same load,
-run.traced, no server file changed): the player plays that run, and where a request has them
+run.get("traced"), no server file changed): the player plays that run, and where a request has them
 (entry["server"]), it marks on its bar when the server
 accepted the connection, read the request, wrote the answer and closed. The handler's start and
 end are Python, not system calls: they lie between the read and the write, and are not drawn.
@@ -66,7 +66,8 @@ def design_timeline(design: Outcome, delay_s: float) -> dict[str, Any] | None:
     A timeline's entries are the load client's free-form moments (dicts), as scripts/http_load.py wrote them."""
     # The traced run (the same load again, strace attached: runner.traced_run) when the record has one: its
     # requests carry the server's moments. The measured run's numbers (tables, plots, questions) are untraced.
-    timelines = [run.traced.timeline for run in design.runs if run.traced] + [run.timeline for run in design.runs]
+    timelines = ([run.get("traced").timeline for run in design.runs if run.get("traced")]
+                 + [run.get("timeline") for run in design.runs])
     entries = next((timeline for timeline in timelines if playable(timeline)), None)
     if entries is None:
         return None

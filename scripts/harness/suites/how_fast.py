@@ -160,8 +160,8 @@ def measure_row(row: PlannedRow, seconds: int, pinning: processes.CpuPinning, lo
         verify.prime(server.host, server.port)
         settings = ScenarioSettings.for_tool(seconds, CONNECTIONS, keep_alive=True, request_heads=request_heads)
         with GroupSampler(server.process.pid) as sampler:
-            run = StepsRun.from_json(tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings,
-                                              log_dir / "wrk", pinning.load), where)
+            run = StepsRun.from_report(tool.run(f"http://{server.host}:{server.port}/", CONNECTIONS, settings,
+                                                log_dir / "wrk", pinning.load), where)
         resources = ServerResources.from_json(sampler.summary(run.complete or 0), f"{where}: server resources")
     error = run.error
     if server.exit_code != 0 and not error:

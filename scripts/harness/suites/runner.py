@@ -34,8 +34,8 @@ from harness.clients.tools import ToolMissingError, require_tool
 from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import record_path, write_record_atomic
 from harness.model.records.common import Environment
-from harness.model.records.scenario_record import (DatabaseRun, Interpreter, Outcome, Run, ScenarioEntry,
-                                                   ScenarioRecord)
+from harness.model.records.scenario_record import (DatabaseRun, Interpreter, Outcome, Run, RunnerExtras,
+                                                   ScenarioEntry, ScenarioRecord)
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import gil_report, launcher, ports, postgres, processes, syscall_trace
@@ -180,7 +180,7 @@ def measure_design_once(outcome: DesignOutcome, scenario: Scenario, settings: Sc
                     run["error"] = short  # kept in the record, with its numbers; no table shows it as one
                 # Typed now, not when the record is written: a key the record does not know stops the run at its
                 # first cell (exit 3, a bug), instead of after every cell of the scenario has been measured.
-                outcome.runs.append(Run.from_json(run, f"{design.name}.runs[{len(outcome.runs)}]"))
+                outcome.runs.append(Run.from_report(run, f"{design.name}.runs[{len(outcome.runs)}]"))
                 if not server.alive():
                     outcome.fail(f"server died during the run (exit code {server.process.returncode})",
                                  server.stderr_tail())
@@ -329,7 +329,8 @@ def measure_sized(outcome: DesignOutcome, size: int | None, scenario: Scenario, 
         return
     sized = DesignOutcome(plan.sized_design(settings, outcome.design, size))
     measure_design_once(sized, scenario, settings, repetition, tool, pinning, progress, database)
-    outcome.runs += [dataclasses.replace(run, size=size) for run in sized.runs]
+    outcome.runs += [dataclasses.replace(run, runner=dataclasses.replace(run.runner or RunnerExtras(), size=size))
+                     for run in sized.runs]
     outcome.server_exit_codes += sized.server_exit_codes
     outcome.verified = sized.verified or outcome.verified
     for problem in sized.problems:

@@ -3,10 +3,11 @@ results/fast-and-correct/steps.json) and the profile of the fastest design (resu
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.scenario_record import Run
+from harness.model.records.scenario_record import Run, nested_outcomes
 from harness.model.records.typed import Typed, optional
 from harness.model.suite_settings import StepsSettings
 
@@ -33,7 +34,10 @@ class StepsRow(Typed):
 class StepsRecord(Typed):
     """A chain's steps and its reference servers measured in one run, alternating their order (`how-fast steps`)."""
 
-    SCHEMA: ClassVar[int | None] = 1
+    SCHEMA: ClassVar[int | None] = 2
+    MIGRATIONS: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+        1: lambda data: nested_outcomes(data, ("rows",), StepsRun),  # 1 -> 2: wrk's extras under each run's `extras`
+    }
 
     schema: int
     kind: str  # "how-fast-steps"

@@ -7,7 +7,9 @@ one the class does not know is an error naming the key, where it is and the near
 misspelt key fails where it is written or read, not as a silent None in a table. A key the data
 lacks reads as the field's default (records written before a field existed still load); a field
 without a default must be there. Writing (`record.to_json()`) gives the keys in field order; a field
-made with `optional()` is left out while it is None, so a record carries only what its run had.
+made with `optional()` is left out while it is None, so a record carries only what its run had. A field made
+with `tagged(by)` is optional too, and typed with a union of Typed classes of which its data picks one: the option
+whose `TAG` is the value of the record's own field `by` (a run's `extras` are its tool's: scenario_record.py).
 
 A top-level record kind also says its `SCHEMA` (the version written now) and, in `MIGRATIONS`, how to
 bring each older version's data up to it, one version at a time; `from_json` applies them, so old
@@ -41,12 +43,27 @@ def optional(**kwargs: Any) -> Any:
     return dataclasses.field(default=None, metadata={"omit_none": True}, **kwargs)
 
 
+def tagged(by: str) -> Any:
+    """An optional field read as the option of its union whose TAG equals the record's field `by` (its tag)."""
+    return dataclasses.field(default=None, metadata={"omit_none": True, "tagged_by": by})
+
+
+def tagged_option(kind: Any, tag: Any, where: str) -> type[Typed]:
+    """The Typed class of the union `kind` whose TAG is `tag`; RecordShapeError naming the tags it knows if none."""
+    options = {option.TAG: option for option in typing.get_args(kind)
+               if isinstance(option, type) and issubclass(option, Typed)}
+    if tag not in options:
+        raise RecordShapeError(f"{where}: no record for {tag!r} (known: {', '.join(sorted(map(str, options)))})")
+    return options[tag]
+
+
 @dataclasses.dataclass(frozen=True)
 class Typed:
     """Base of every typed record and of the parts it is made of."""
 
     SCHEMA: ClassVar[int | None] = None  # set on a top-level record kind: the version it writes
     MIGRATIONS: ClassVar[dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}  # version -> data at version+1
+    TAG: ClassVar[str | None] = None  # set on an option of a tagged() field's union: the tag that picks it
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Every subclass is a frozen, keyword-only dataclass: declaring the fields is all a kind writes."""
@@ -123,7 +140,10 @@ def _read(cls: type[T], data: Any, where: str) -> T:
     values = {}
     for name, item in known.items():
         if name in data:
-            values[name] = _convert(hints[name], data[name], f"{where}.{name}")
+            kind = hints[name]
+            if "tagged_by" in item.metadata and data[name] is not None:
+                kind = tagged_option(kind, data.get(item.metadata["tagged_by"]), f"{where}.{name}")
+            values[name] = _convert(kind, data[name], f"{where}.{name}")
         elif item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING:
             raise RecordShapeError(f"{where}: missing key `{name}` ({cls.__name__} needs it)")
     return cls(**values)
