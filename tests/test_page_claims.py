@@ -107,3 +107,25 @@ def test_survive_fast_and_correct_was_robust_in_every_case_and_the_hardened_desi
     page = (DOCS / "survive.md").read_text(encoding="utf-8")
     assert "was robust in every case here on its own" in page and "all but idle connections" in page
     assert "without TLS" in page
+
+
+def scaling_ratios() -> dict[str, float]:
+    """many-cores.md's CPU-bound table: each design's median on two CPUs over its median on one."""
+    records = load_scenario_records()
+
+    def medians(scenario_id: str) -> dict[str, float]:
+        return {design.name: statistics.median(run.requests_per_second for run in design.runs
+                                               if run.error is None and run.requests_per_second is not None)
+                for design in records[scenario_id].designs if design.runs}
+
+    one, two = medians("scaling-cpu-one-cpu"), medians("scaling-cpu-two-cpus")
+    return {name: two[name] / one[name] for name in one if name in two}
+
+
+def test_many_cores_one_process_gains_nothing_from_a_second_cpu_and_the_thread_pool_loses_most() -> None:
+    """'their ratio stays at or below 1, and the thread pool's falls furthest' (the CPU-bound section)."""
+    assert "their ratio stays at\nor below 1, and the thread pool's falls furthest" in (DOCS / "many-cores.md").read_text()
+    ratios = scaling_ratios()
+    one_process = {name: ratios[name] for name in ("asyncio-streams", "thread-pool-executor")}
+    assert max(one_process.values()) <= 1.0, ratios
+    assert min(ratios, key=ratios.get) == "thread-pool-executor", ratios
