@@ -35,16 +35,19 @@ import shlex
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.clients import probe, verify  # noqa: E402
 from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownNameError, load_catalogue  # noqa: E402
-from harness.model import new_design  # noqa: E402
+from harness.model import how_fast_steps, new_design  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_scenario_records  # noqa: E402
+from harness.model.records.how_fast_records import ProfileRecord, StepsRecord  # noqa: E402
 from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
 from harness.suites import (  # noqa: E402
@@ -155,14 +158,14 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     for scenario, _ in selected:
         require_tool(scenario.tool)  # a missing tool stops the run before the first cell, not midway
     progress = plan.plan_run(catalogue, selected, args.quick, args.repeat)
+    plans = {scenario.id: runner.Plan(scenario, tuple(names) if names is not None else None, args.quick, args.repeat,
+                                      args.out, progress) for scenario, names in selected}
     any_failed = False
-    names_of = {scenario.id: names for scenario, names in selected}
     for group in interleave.groups([scenario for scenario, _ in selected]):
         if len(group) > 1 and not args.design:  # the interleave group, round robin
-            written = interleave.run_group(catalogue, group, args.quick, args.repeat, args.out, progress)
+            written = interleave.measure_group(catalogue, [plans[scenario.id] for scenario in group])
         else:
-            written = [runner.run_scenario(catalogue, scenario, names_of[scenario.id], args.quick, args.repeat,
-                                           args.out, progress) for scenario in group]
+            written = [runner.measure_plan(catalogue, plans[scenario.id]) for scenario in group]
         for path, record in written:
             print(site.scenario_table(record))
             print(f"Wrote {path}")
@@ -174,23 +177,32 @@ def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_FAILED if any_failed else EXIT_OK
 
 
+def with_problems(path: Path, problems: int) -> int:
+    """Say where the record went and how many runs had a problem (the record keeps why); 1 if any had one."""
+    print(f"Wrote {path}" + (f"; {problems} run(s) with a problem (see the record)" if problems else ""))
+    return EXIT_FAILED if problems else EXIT_OK
+
+
 def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The restart scenario: restarts under steady load, every request recorded (harness/suites/restart.py)."""
-    run = restart.run_restart_in_flight if args.in_flight else restart.run_restart
-    path, problems = run(catalogue, args.quick, args.design, args.out)
+    path, record = restart.measure_plan(catalogue, restart.Plan(names(args.design), args.quick, args.in_flight,
+                                                                args.out))
     print(f"Wrote {path}")
-    return EXIT_OK if problems == 0 else EXIT_FAILED  # failed requests are findings, recorded
+    return EXIT_OK if restart.problems(record) == 0 else EXIT_FAILED  # failed requests are findings, recorded
 
 
 def command_gil_dependencies(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Which dependencies install on each CPython, and which turn the GIL back on (harness/suites/gil_dependencies.py)."""
-    print(f"Wrote {gil_dependencies.run_gil_dependencies(args.python or ['3.13.5', '3.13.5t'], args.output)}")
+    versions = tuple(args.python) if args.python else gil_dependencies.DEFAULT_VERSIONS
+    path, _ = gil_dependencies.measure_plan(catalogue, gil_dependencies.Plan(versions, args.output))
+    print(f"Wrote {path}")
     return EXIT_OK
 
 
 def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """How evenly event-loop workers share connections (harness/suites/balance.py)."""
-    print(f"Wrote {balance.run_balance(catalogue, args.quick, args.out)}")
+    path, _ = balance.measure_plan(catalogue, balance.Plan(args.quick, args.out))
+    print(f"Wrote {path}")
     return EXIT_OK
 
 
@@ -213,35 +225,73 @@ def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-
 def command_how_fast(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The how-fast suite (harness/suites/how_fast.py); its table or profile printed from the record written."""
     if args.part == "steps":
-        path = how_fast.measure_steps(args)
-        print(how_fast_tables.steps_table(how_fast_tables.load_steps(path)))
+        steps_plan = how_fast.Plan("steps", args.quick, args.seconds, chain=args.chain, repeat=args.repeat,
+                                   request_heads=args.request_heads, references=names(args.reference))
+        path, steps = how_fast.measure_plan(catalogue, steps_plan)
+        assert isinstance(steps, StepsRecord)
+        print(how_fast_tables.steps_table(steps))
         print(f"wrote {path.relative_to(REPO_ROOT)}")
         return EXIT_OK
-    path = how_fast.measure_profile(args)
-    if path is None:
+    try:
+        path, profile = how_fast.measure_plan(catalogue, how_fast.Plan("profile", args.quick, args.seconds,
+                                                                       rate=args.rate))
+    except how_fast.NothingWrittenError as error:
+        print(error, file=sys.stderr)
         return EXIT_FAILED
-    meta = how_fast_tables.load_profile(path.with_suffix(".json"))
-    print(how_fast_tables.profile_page(meta, how_fast_tables.read_collapsed(path.read_text(encoding="utf-8")), "(svg)"))
+    assert isinstance(profile, ProfileRecord)
+    print(how_fast_tables.profile_page(profile, how_fast_tables.read_collapsed(path.read_text(encoding="utf-8")),
+                                       "(svg)"))
     print(f"wrote {path.relative_to(REPO_ROOT)} and its .json")
     return EXIT_OK
 
 
 def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    return idle.command(catalogue, args)
+    """Hold idle keep-alive connections (harness/suites/idle.py); exit 2 for bad input, 1 when the design failed."""
+    try:
+        idle_plan = idle.Plan(args.design, args.connections, args.hold, tuple(shlex.split(args.server_args)),
+                              args.output)
+        path, record = idle.measure_plan(catalogue, idle_plan)
+    except (idle.BadInputError, UnknownNameError, ValueError) as error:  # ValueError: --server-args shlex refused
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except processes.ServerStartError as error:
+        print(f"error: the design did not start: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps({"design": record.design, "connections_kept_alive": record.connections_kept_alive,
+                      "connections_open_after_hold": record.connections_open_after_hold,
+                      "baseline_rss_mib": record.baseline_rss_mib, "peak_rss_mib": record.peak_rss_mib,
+                      "kib_per_connection": record.kib_per_connection, "probe": record.probe.to_json()}))
+    print(f"record: {path}")
+    return EXIT_OK
 
 
 def command_streaming(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    return streaming.command(catalogue, args)
+    """Server-sent-event streams (harness/suites/streaming.py): a summary line per row; 1 when a row failed."""
+    try:
+        path, record = streaming.measure_plan(catalogue, streaming.Plan(names(args.design), names(args.phase),
+                                                                        args.quick, args.out))
+    except (streaming.BadInputError, UnknownNameError, OpenFilesLimitError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for row in record.rows:
+        shown: dict[str, Any] = {"phase": row.phase, "design": row.design, "status": row.status,
+                                 "peak_pss_mib": row.peak_pss_mib, "peak_threads": row.peak_threads,
+                                 "peak_fds": row.peak_fds, "fresh_ms_median": row.fresh_ms_median,
+                                 "fresh_failed": row.fresh_failed, "stop_seconds": row.stop_seconds}
+        if row.client:
+            shown |= {"streams_with_events": row.client.streams_with_events, "events": row.client.events,
+                      "outcomes": row.client.outcomes}
+        print(json.dumps(shown))
+    print(f"record: {path}")
+    return EXIT_OK if all(row.status == "ok" for row in record.rows) else EXIT_FAILED
 
 
 def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Instructions per request under callgrind (harness/suites/instructions.py); its table printed from the record."""
-    path = instructions.measure(catalogue, args.quick, args.row)
-    record = instructions_tables.load_instructions(path)
+    path, record = instructions.measure_plan(catalogue, instructions.Plan(args.quick, names(args.row)))
     print(instructions_tables.instructions_page(record))
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     failed = [row.name for row in record.rows if row.problems]
@@ -254,7 +304,8 @@ def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The conformance corpus (scripts/catalogue/conformance/cases.toml) against HTTP designs and three parsers
     (harness/suites/conformance/): print each design's verdict, exit 1 when a design died or did not start."""
-    path, record = conformance.run(catalogue, args)
+    path, record = conformance.measure_plan(catalogue, conformance.Plan(
+        names(args.design), names(args.case), args.quick, args.jobs, not args.no_gunicorn_corpus, args.out))
     print(conformance_tables.summary_table(record))
     print(f"Wrote {path}")
     failed = [design.name for design in record.designs if design.status != "ok"]
@@ -262,6 +313,19 @@ def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
         print(f"FAILED (died or did not start): {', '.join(failed)}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK  # a failed case is a finding, recorded
+
+
+def command_deployment(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """bench.py deployment race|overload (harness/suites/deployment.py): 0 when every run ran, 1 otherwise."""
+    path, record = deployment.measure_plan(catalogue, deployment.Plan(args.part, names(args.design), args.quick,
+                                                                      args.out))
+    return with_problems(path, deployment.problems(record))
+
+
+def command_recipe(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    """bench.py recipe check|quota (harness/suites/recipe.py): 0 when every run ran, 1 otherwise."""
+    path, record = recipe.measure_plan(catalogue, recipe.Plan(args.part, args.quick, args.out))
+    return with_problems(path, recipe.problems(record))
 
 
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
@@ -302,102 +366,225 @@ def command_new_design(catalogue: Catalogue, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def names(values: list[str] | None) -> tuple[str, ...] | None:
+    """A repeatable option's values as a plan holds them: None when it was not given."""
+    return tuple(values) if values else None
+
+
+# --- The command line: one parser builder per subcommand, then the one table that names them ---
+
+def positive_integer(text: str) -> int:
+    """An argparse type: 1 or more (bad input exits 2 with the argument's name)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
+    return value
+
+
+def with_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+
+
+def serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--delay", type=float, default=0.1)
+    parser.add_argument("--work", type=int, default=0, help=WORK_HELP)
+
+
+def check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--work", type=int, default=0, help=WORK_HELP)
+    parser.add_argument("--keep-alive", action="store_true",
+                        help="check that it answers several requests on one connection (keep_alive = true designs)")
+
+
+def run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", help="one scenario id, or an interleave group's name, whose scenarios run "
+                                           "round robin (python-versions); default: every scenario")
+    parser.add_argument("--design", action="append", help="only this design (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="the scenario's quick settings (1 repetition)")
+    parser.add_argument("--repeat", type=int, help="repetitions per design (overrides the scenario)")
+    parser.add_argument("--out", type=Path, help="directory for the records (default: results/ for a complete "
+                                                  "full run, build/results/ otherwise)")
+
+
+def restart_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--design", action="append", help="only this design's targets (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="shorter load, fewer restarts")
+    parser.add_argument("--in-flight", action="store_true",
+                        help="one restart with kept-alive clients idle and long requests in flight "
+                             "(restart.toml's [in_flight])")
+    parser.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
+                                                  "run of every target, build/results/ otherwise)")
+
+
+def gil_dependencies_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--python", action="append", default=None,
+                        help="a CPython version as the catalogue names it (repeatable; default "
+                             f"{' and '.join(gil_dependencies.DEFAULT_VERSIONS)})")
+    parser.add_argument("--output", type=Path, default=gil_dependencies.RECORD_PATH)
+
+
+def balance_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="fewer requests")
+    parser.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
+                                                  " with --quick)")
+
+
+def hostile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--design", action="append", help="only this design, or NAME+nginx behind nginx (repeatable)")
+    parser.add_argument("--case", action="append", help="only this case, by number or id (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="shorter bounds, fewer connections, five designs")
+    parser.add_argument("--out", type=Path, help="directory for hostile.json (default: results/ for a complete "
+                                                  "full run, build/results/ otherwise)")
+    parser.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
+    parser.add_argument("--emfile-settings", action="store_true",
+                        help="case 15 only, against the real servers at their defaults and with their own cap "
+                             "(scripts/catalogue/hostile/emfile-settings.toml; results/hostile-emfile-settings.json)")
+
+
+def how_fast_arguments(parser: argparse.ArgumentParser) -> None:
+    parts = parser.add_subparsers(dest="part", required=True)
+    steps = parts.add_parser("steps", help="measure every optimisation step of a chain and the reference servers")
+    steps.add_argument("--chain", choices=sorted(how_fast_steps.CHAINS), default=how_fast_steps.HOW_FAST.name,
+                       help="which design's steps (default: %(default)s)")
+    steps.add_argument("--quick", action="store_true", help="short runs, one repetition, into build/results/")
+    steps.add_argument("--repeat", type=positive_integer, help="repetitions of every row")
+    steps.add_argument("--seconds", type=positive_integer, help="seconds of wrk per run")
+    steps.add_argument("--request-heads", choices=["production"], default=None,
+                       help="every request a production-shaped head, each unique (wrk_production_heads.lua), into "
+                            "the chain's record with -production-heads in its name; default: wrk's one-header GET")
+    steps.add_argument("--reference", action="append", help="a catalogue design to measure beside the steps "
+                       "(default, by chain: " + "; ".join(f"{name}: {', '.join(designs)}" for name, designs
+                                                          in how_fast.DEFAULT_REFERENCES.items())
+                       + f"; those the catalogue has), and always the `{how_fast.CEILING_SCENARIO}` scenario's "
+                         "ceiling")
+    profile = parts.add_parser("profile", help="sample the fastest design with py-spy under wrk")
+    profile.add_argument("--quick", action="store_true", help="a shorter profile, into build/results/")
+    profile.add_argument("--seconds", type=positive_integer, help="seconds of sampling")
+    profile.add_argument("--rate", type=positive_integer, default=how_fast.PROFILE_RATE_HZ, help="samples per second")
+
+
+def idle_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("design")
+    parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--hold", type=float, default=5.0, help="seconds to hold them idle while sampling")
+    parser.add_argument("--server-args", default="", help="extra arguments for the design's command, one string")
+    parser.add_argument("--output", type=Path, help="the record (default build/idle-connections/DESIGN.json)")
+
+
+def streaming_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small phases, a few seconds each (not for results/)")
+    parser.add_argument("--design", action="append", help="only this stream design (repeatable)")
+    parser.add_argument("--phase", action="append",
+                        help="only this phase (repeatable); the record is then streaming-PHASE.json")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build",
+                        help=f"directory for {streaming.RECORD_NAME} (default build/; the site's record is in "
+                             "results/)")
+
+
+def instructions_arguments(parser: argparse.ArgumentParser) -> None:
+    quick, full = instructions.QUICK.requests, instructions.FULL.requests
+    parser.add_argument("--quick", action="store_true", help=f"{quick[0]:,} and {quick[1]:,} requests in place of "
+                                                             f"{full[0]:,} and {full[1]:,}, into build/results/")
+    parser.add_argument("--row", action="append", help="only this row (repeatable): step-0 ... step-5, "
+                        f"{', '.join(instructions.PLAIN_AND_HARDENED)}, {instructions.VERSIONS_DESIGN}-python-3.12, "
+                        f"fast-and-correct-step-7, fast-and-correct-step-7-production-heads, "
+                        f"{instructions.NGINX}-production-heads, ...; into build/results/")
+
+
+def conformance_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--design", action="append", help="only this design, or NAME+nginx behind nginx (repeatable)")
+    parser.add_argument("--case", action="append", help="only this case or group of cases, by id (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="two designs (hardened, asyncio-streams), none behind nginx")
+    parser.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
+    parser.add_argument("--no-gunicorn-corpus", action="store_true",
+                        help="skip fetching gunicorn's request corpus with pip")
+    parser.add_argument("--out", type=Path, help="directory for conformance.json (default: results/ for a complete "
+                                                  "full run, build/results/ otherwise)")
+
+
+def deployment_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("part", choices=["race", "overload"], help="the idle-timeout race, or past capacity")
+    parser.add_argument("--design", action="append", help="only this design's targets (repeatable)")
+    parser.add_argument("--quick", action="store_true", help="fewer bursts, fewer rates, shorter schedules")
+    parser.add_argument("--out", type=Path, help="directory for the record (default: results/deployment/ for a "
+                                                  "complete full run, build/results/ otherwise)")
+
+
+def recipe_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("part", choices=["check", "quota"],
+                        help="the recipe's two configurations on the real stack, or workers against a CPU quota")
+    parser.add_argument("--quick", action="store_true", help="shorter schedules, one repetition")
+    parser.add_argument("--out", type=Path, help="directory for the record (default: results/deployment/ for a full "
+                                                  "run, build/results/ for a quick one)")
+
+
+def new_design_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="the new design's name (lower case, hyphens)")
+    parser.add_argument("--grows-from", required=True, help="the design it starts as a copy of")
+    parser.add_argument("--title", help="how pages and tables name it (default: from NAME)")
+    parser.add_argument("--model", help="its concurrency model (default: the one it grows from)")
+
+
+def render_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
+
+
+class Subcommand(NamedTuple):
+    """One line of the table: its help, the builder of its arguments, and its handler (which builds a suite's Plan
+    from the parsed arguments, calls the suite's measure_plan, prints from the record and returns the exit code)."""
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[Catalogue, argparse.Namespace], int]
+
+
+# Every subcommand, in the order of this module's docstring (tests/test_suite_shape.py compares the two).
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "list": Subcommand("the design catalogue", with_json, command_list),
+    "scenarios": Subcommand("the scenario catalogue", with_json, command_scenarios),
+    "serve": Subcommand("run one design in the foreground", serve_arguments, command_serve),
+    "check": Subcommand("start a design, verify its answer, stop it", check_arguments, command_check),
+    "run": Subcommand("measure designs under a scenario", run_arguments, command_run),
+    "restart": Subcommand("restart servers under steady load; record every request", restart_arguments,
+                          command_restart),
+    "balance": Subcommand("how evenly event-loop workers share connections", balance_arguments, command_balance),
+    "gil-dependencies": Subcommand("install our dependencies on each CPython and ask whether importing them turns "
+                                   "the GIL back on (minutes: source builds)", gil_dependencies_arguments,
+                                   command_gil_dependencies),
+    "render": Subcommand("turn results/ into the tables the pages include", render_arguments, command_render),
+    "new-design": Subcommand("add a design grown from one of ours: its file, catalogue entry, page and nav entry "
+                             "(README.md, 'Adding a design')", new_design_arguments, command_new_design),
+    "hostile": Subcommand("hostile clients against every HTTP design (results/hostile.json)", hostile_arguments,
+                          command_hostile),
+    "how-fast": Subcommand("measure the how-fast steps, or profile the fastest design", how_fast_arguments,
+                           command_how_fast),
+    "idle": Subcommand("hold many idle keep-alive connections; memory and latency", idle_arguments, command_idle),
+    "instructions": Subcommand("instructions per request under valgrind's callgrind", instructions_arguments,
+                               command_instructions),
+    "conformance": Subcommand("RFC 9112 conformance cases against every HTTP design and three parsers",
+                              conformance_arguments, command_conformance),
+    "deployment": Subcommand("behind nginx (the idle-timeout race) and past capacity", deployment_arguments,
+                             command_deployment),
+    "recipe": Subcommand("the recipe's configurations on the real stack; a CPU quota", recipe_arguments,
+                         command_recipe),
+    "streaming": Subcommand("server-sent-event streams: held, slow readers, a stop", streaming_arguments,
+                            command_streaming),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR,
                         help="directory of catalogue *.toml files (default: scripts/catalogue)")
     commands = parser.add_subparsers(dest="command", required=True)
-    listing = commands.add_parser("list", help="the design catalogue")
-    listing.add_argument("--json", action="store_true")
-    listing.set_defaults(handler=command_list)
-    scenarios = commands.add_parser("scenarios", help="the scenario catalogue")
-    scenarios.add_argument("--json", action="store_true")
-    scenarios.set_defaults(handler=command_scenarios)
-    serve = commands.add_parser("serve", help="run one design in the foreground")
-    serve.add_argument("name")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--delay", type=float, default=0.1)
-    serve.add_argument("--work", type=int, default=0, help=WORK_HELP)
-    serve.set_defaults(handler=command_serve)
-    check = commands.add_parser("check", help="start a design, verify its answer, stop it")
-    check.add_argument("name")
-    check.add_argument("--delay", type=float, default=0.0)
-    check.add_argument("--work", type=int, default=0, help=WORK_HELP)
-    check.add_argument("--keep-alive", action="store_true",
-                       help="check that it answers several requests on one connection (keep_alive = true designs)")
-    check.set_defaults(handler=command_check)
-    run = commands.add_parser("run", help="measure designs under a scenario")
-    run.add_argument("--scenario", help="one scenario id, or an interleave group's name, whose scenarios run "
-                                        "round robin (python-versions); default: every scenario")
-    run.add_argument("--design", action="append", help="only this design (repeatable)")
-    run.add_argument("--quick", action="store_true", help="the scenario's quick settings (1 repetition)")
-    run.add_argument("--repeat", type=int, help="repetitions per design (overrides the scenario)")
-    run.add_argument("--out", type=Path, help="directory for the records (default: results/ for a complete "
-                                               "full run, build/results/ otherwise)")
-    run.set_defaults(handler=command_run)
-    restarting = commands.add_parser("restart", help="restart servers under steady load; record every request")
-    restarting.add_argument("--design", action="append", help="only this design's targets (repeatable)")
-    restarting.add_argument("--quick", action="store_true", help="shorter load, fewer restarts")
-    restarting.add_argument("--in-flight", action="store_true",
-                            help="one restart with kept-alive clients idle and long requests in flight "
-                                 "(restart.toml's [in_flight])")
-    restarting.add_argument("--out", type=Path, help="directory for the record (default: results/ for a full "
-                                                      "run of every target, build/results/ otherwise)")
-    restarting.set_defaults(handler=command_restart)
-    dependencies = commands.add_parser("gil-dependencies", help="install our dependencies on each CPython and ask "
-                                       "whether importing them turns the GIL back on (minutes: source builds)")
-    dependencies.add_argument("--python", action="append", default=None,
-                              help="a CPython version as the catalogue names it (repeatable; default 3.13.5 and 3.13.5t)")
-    dependencies.add_argument("--output", type=Path, default=gil_dependencies.RECORD_PATH)
-    dependencies.set_defaults(handler=command_gil_dependencies)
-    balancing = commands.add_parser("balance", help="how evenly event-loop workers share connections")
-    balancing.add_argument("--quick", action="store_true", help="fewer requests")
-    balancing.add_argument("--out", type=Path, help="directory for the record (default: results/, or build/results/"
-                                                     " with --quick)")
-    balancing.set_defaults(handler=command_balance)
-    hostile = commands.add_parser("hostile", help="hostile clients against every HTTP design (results/hostile.json)")
-    hostile.add_argument("--design", action="append", help="only this design, or NAME+nginx behind nginx (repeatable)")
-    hostile.add_argument("--case", action="append", help="only this case, by number or id (repeatable)")
-    hostile.add_argument("--quick", action="store_true", help="shorter bounds, fewer connections, five designs")
-    hostile.add_argument("--out", type=Path, help="directory for hostile.json (default: results/ for a complete "
-                                                   "full run, build/results/ otherwise)")
-    hostile.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
-    hostile.add_argument("--emfile-settings", action="store_true",
-                         help="case 15 only, against the real servers at their defaults and with their own cap "
-                              "(scripts/catalogue/hostile/emfile-settings.toml; results/hostile-emfile-settings.json)")
-    hostile.set_defaults(handler=command_hostile)
-    how_fast_parser = commands.add_parser("how-fast", help="measure the how-fast steps, or profile the fastest design")
-    how_fast.add_arguments(how_fast_parser)
-    how_fast_parser.set_defaults(handler=command_how_fast)
-    idle_parser = commands.add_parser("idle", help="hold many idle keep-alive connections; memory and latency")
-    idle.add_arguments(idle_parser)
-    idle_parser.set_defaults(handler=command_idle)
-    streaming_parser = commands.add_parser("streaming", help="server-sent-event streams: held, slow readers, a stop")
-    streaming.add_arguments(streaming_parser)
-    streaming_parser.set_defaults(handler=command_streaming)
-    instructions_parser = commands.add_parser("instructions", help="instructions per request under valgrind's callgrind")
-    instructions.add_arguments(instructions_parser)
-    instructions_parser.set_defaults(handler=command_instructions)
-    conformance_parser = commands.add_parser("conformance",
-                                             help="RFC 9112 conformance cases against every HTTP design and three parsers")
-    conformance.add_arguments(conformance_parser)
-    conformance_parser.set_defaults(handler=command_conformance)
-    deployment_parser = commands.add_parser("deployment", help="behind nginx (the idle-timeout race) and past capacity")
-    deployment.add_arguments(deployment_parser)
-    deployment_parser.set_defaults(handler=deployment.command)
-    recipe_parser = commands.add_parser("recipe", help="the recipe's configurations on the real stack; a CPU quota")
-    recipe.add_arguments(recipe_parser)
-    recipe_parser.set_defaults(handler=recipe.command)
-    adding = commands.add_parser("new-design", help="add a design grown from one of ours: its file, catalogue "
-                                 "entry, page and nav entry (README.md, 'Adding a design')")
-    adding.add_argument("name", help="the new design's name (lower case, hyphens)")
-    adding.add_argument("--grows-from", required=True, help="the design it starts as a copy of")
-    adding.add_argument("--title", help="how pages and tables name it (default: from NAME)")
-    adding.add_argument("--model", help="its concurrency model (default: the one it grows from)")
-    adding.set_defaults(handler=command_new_design)
-    rendering = commands.add_parser("render", help="turn results/ into the tables the pages include")
-    rendering.add_argument("--check", action="store_true", help="exit 1 when a committed table is stale")
-    rendering.set_defaults(handler=command_render)
+    for name, subcommand in SUBCOMMANDS.items():
+        sub = commands.add_parser(name, help=subcommand.help)
+        subcommand.arguments(sub)
+        sub.set_defaults(handler=subcommand.handler)
     return parser
 
 

@@ -79,8 +79,8 @@ def test_fold_counts_requests_by_the_bin_they_were_due_in() -> None:
 
 @pytest.mark.slow
 def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> None:
-    path, problems = restart.run_restart(CATALOGUE, quick=False, design_names=None, out_dir=tmp_path,
-                                         plan_path=write_restart_plan(tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2")))
+    path, written = restart.measure_plan(CATALOGUE, restart.Plan(out=tmp_path, plan_path=write_restart_plan(
+        tmp_path, PLAN.replace("every = 0.8", "every = 0.8\nrepeat = 2"))))
     record = RestartRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     graceful, naive = record.targets
     assert [run.repetition for run in graceful.runs] == [0, 1]  # every run kept
@@ -90,7 +90,7 @@ def test_graceful_reloads_lose_nothing_and_stop_then_start_refuses(tmp_path) -> 
         assert sum(entry.due for entry in run.bins) == 500  # every request is in a bin
     # The naive way leaves a moment with no listening socket: refused connections.
     assert all(run.report.failed_by_kind["connect"] > 0 for run in naive.runs)
-    assert problems == 0  # lost requests are the measurement, not a failure of the run
+    assert restart.problems(written) == 0  # lost requests are the measurement, not a failure of the run
     assert all(run.server_command[1].endswith("event_loop_workers.py") for row in record.targets for run in row.runs)
 
     # The renderer reads only the record: the table says what it measured, run by run.

@@ -66,9 +66,9 @@ def test_our_supervisor_finishes_the_request_in_flight_and_the_idle_client_recon
     """A 1.5 s request sent 0.3 s before SIGHUP is answered after the restart (the old worker waited for it);
     the kept-alive client finds its connection closed cleanly after its first answer (the design says
     Connection: close), so its next request, 0.5 s after the restart, goes on a new connection and is answered."""
-    path, problems = restart.run_restart_in_flight(CATALOGUE, quick=False, design_names=None,
-                                                   out_dir=tmp_path / "out", plan_path=write_restart_plan(tmp_path, PLAN))
-    assert problems == 0
+    path, written = restart.measure_plan(CATALOGUE, restart.Plan(in_flight=True, out=tmp_path / "out",
+                                                                 plan_path=write_restart_plan(tmp_path, PLAN)))
+    assert restart.problems(written) == 0
     record = InFlightRecord.from_json(json.loads(path.read_text(encoding="utf-8")), str(path))
     (run,) = record.targets[0].runs
     assert run.alive_at_end and run.report is not None

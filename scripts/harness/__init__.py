@@ -1,7 +1,8 @@
 """The benchmark harness behind scripts/bench.py, in five layers; imports point down only.
 
-    bench.py            the one entry point: every subcommand (list, serve, check, run, restart,
-       │                balance, hostile, how-fast, idle, render) and its exit codes
+    bench.py            the one entry point: one table of subcommands (list, scenarios, serve, check,
+       │                run, restart, balance, gil-dependencies, render, new-design, hostile, how-fast,
+       │                idle, instructions, conformance, deployment, recipe, streaming) and their exit codes
        ├──────────────┐
     suites/        render/     suites measure and write records (plan, measure, record);
        │              │        render turns records into the site's files and never measures
@@ -11,7 +12,8 @@
        │              │        process group, the one launcher of designs (system/launcher.py)
     model/ ◄──────────┘        the catalogue (scripts/catalogue/*.toml), settings, records, statistics
 
-Theory of operation: the catalogue names designs and scenarios as data. A suite starts a
+Theory of operation: the catalogue names designs and scenarios as data. bench.py turns the command
+line into a suite's Plan and calls its measure_plan (suites/__init__.py: the one shape). A suite starts a
 design through the launcher (its own process group, stopped as the design declares whatever
 happens), verifies that it answers correctly, drives a load tool against it, and writes its
 record to results/ in one atomic write. render/site.py's registry (RENDERERS) turns records into

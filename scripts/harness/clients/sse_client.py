@@ -37,6 +37,7 @@ import socket
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 CONNECT_TIMEOUT = 3.0  # a SYN dropped by a full backlog is retried after 1 s, then 3 s: give it one retry
@@ -173,7 +174,25 @@ def distribution(values: list[float], digits: int = 3) -> dict[str, float | None
             "max": round(ordered[-1], digits)}
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StreamLoad:
+    """What one run opens: the command line's values (see the module's docstring)."""
+
+    port: int
+    host: str = "127.0.0.1"
+    streams: int = 100
+    path: str = "/events"
+    interval: float = 0.1  # the interval the path asks for (for the lag)
+    connect_parallel: int = 100
+    timeout: float = 60.0  # seconds after which streams still open count as open
+    slow: int = 0  # slow readers, beside the streams
+    slow_path: str = "/events"
+    slow_rcvbuf: int = 4096
+    slow_read_bytes: int = 4096
+    slow_read_every: float = 0.1
+
+
+async def run(args: StreamLoad) -> dict[str, Any]:
     loop = asyncio.get_running_loop()
     request = request_bytes(args.host, args.port, args.path)
     totals = [0]
@@ -294,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-rcvbuf", type=int, default=4096)
     parser.add_argument("--slow-read-bytes", type=int, default=4096)
     parser.add_argument("--slow-read-every", type=float, default=0.1)
-    args = parser.parse_args(argv)
+    args = StreamLoad(**vars(parser.parse_args(argv)))
     try:
         import uvloop  # the fastest loop at hand: the client must not be what limits the events
     except ImportError:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model.catalogue import Catalogue
@@ -61,7 +62,17 @@ def measure(catalogue: Catalogue, name: str, workers: int, requests: int, log_di
                       served=counts, requests_ok=report.complete, failed=report.failed, exit_code=server.exit_code)
 
 
-def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path:
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py balance`: quick (fewer requests) or full, and where the record goes."""
+
+    quick: bool = False
+    out: Path | None = None  # default: results/, or build/results/ with quick
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, BalanceRecord]:
+    """Every design at every worker count; the record written atomically, its path and it."""
+    quick, out_dir = plan.quick, plan.out
     pinning = processes.cpu_pinning(server_on_every_cpu=True)
     started = utc_now()
     requests = QUICK_REQUESTS if quick else REQUESTS
@@ -78,4 +89,4 @@ def run_balance(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> Path
         started_utc=started, finished_utc=utc_now(), rows=rows)
     path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{RECORD_NAME}", quick, out_dir)
     write_record_atomic(path, record)
-    return path
+    return path, record

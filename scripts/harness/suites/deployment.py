@@ -25,7 +25,6 @@ picture of a queue growing); the 502s are counted at the client, the only place 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import http.client
 import json
@@ -36,7 +35,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from harness.clients import idle_race
 from harness.clients.tools import require_tool, vegeta
@@ -199,12 +198,12 @@ def ask_once(port: int, timeout: float) -> int:
 
 
 def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
-             out_dir: Path | None) -> tuple[Path, int]:
-    """Every race target (or the named designs'); write results/proxy-race.json; return it and the problems."""
+             out_dir: Path | None) -> tuple[Path, RaceRecord]:
+    """Every race target (or the named designs'); write results/proxy-race.json; return its path and it."""
     plan = read_section("race", RacePlan, quick)
     targets = [t for t in race_targets(plan, catalogue) if not design_names or t.design in design_names]
     pinning = processes.cpu_pinning()
-    started, runs, problems = utc_now(), [], 0
+    started, runs = utc_now(), []
     for target in targets:
         print(f"{plan.id}: {target.design} {target.label} {target.method}", flush=True)
         log_dir = launcher.LOG_DIR / plan.id / f"{target.design}-{target.label}-{target.method}"
@@ -212,18 +211,16 @@ def run_race(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
             run = race_run(catalogue, target, plan, log_dir, pinning)
         except processes.ServerStartError as error:  # recorded; the next target still runs
             run = RaceRun(design=target.design, label=target.label, method=target.method, error=str(error))
-        problems += bool(run.error) or not run.server_alive
         runs.append(run)
     causes = []
     for cause in plan.cause if not design_names else [c for c in plan.cause if c.design in design_names]:
         print(f"{plan.id}: cause {cause.id} ({cause.design} {' '.join(cause.arguments)})", flush=True)
         causes.append(cause_run(catalogue, cause, plan, pinning))
-        problems += bool(causes[-1].error)
     record = RaceRecord(kind="proxy-race", scenario=DeploymentScenario(id=plan.id, title=plan.title),
                         mode="quick" if quick else "full", settings=plan.settings(),
                         environment=describe_machine(pinning, {"nginx": nginx_version()}),
                         started_utc=started, finished_utc=utc_now(), runs=runs, causes=causes or None)
-    return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
+    return write_record(record, plan.id, quick or bool(design_names), out_dir), record
 
 
 def overload_targets(plan: OverloadPlan, catalogue: Catalogue) -> list[Target]:
@@ -282,13 +279,13 @@ def run_timeline(workdirs: list[Path]) -> list[TimelinePoint] | None:
 
 
 def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
-                 out_dir: Path | None) -> tuple[Path, int]:
+                 out_dir: Path | None) -> tuple[Path, OverloadRecord]:
     """nginx at the top rate (the tool's ceiling), then every target through the rates; write results/overload.json."""
     plan = read_section("overload", OverloadPlan, quick)
     rates = plan.rates
     targets = [t for t in overload_targets(plan, catalogue) if not design_names or t.design in design_names]
     pinning = processes.cpu_pinning()
-    started, problems = utc_now(), 0
+    started = utc_now()
     ceiling_target = Target(design=plan.ceiling, arguments=[], label="the tool's ceiling")
     print(f"{plan.id}: ceiling {ceiling_target.design} at {max(rates):g}/s", flush=True)
     ceiling = overload_run(catalogue, ceiling_target, plan, launcher.LOG_DIR / plan.id / "ceiling",
@@ -302,14 +299,21 @@ def run_overload(catalogue: Catalogue, quick: bool, design_names: list[str] | No
         except processes.ServerStartError as error:
             run = OverloadRun(design=target.design, arguments=target.arguments, admission=target.label, cells=[],
                               error=str(error))
-        problems += bool(run.error) or any(cell.error for cell in run.cells)
         runs.append(run)
     record = OverloadRecord(
         kind="overload", scenario=DeploymentScenario(id=plan.id, title=plan.title),
         mode="quick" if quick else "full", settings=plan.settings(),
         environment=describe_machine(pinning, {"vegeta": require_tool("vegeta").version()}),
         started_utc=started, finished_utc=utc_now(), ceiling=ceiling, runs=runs)
-    return write_record(record, plan.id, quick or bool(design_names), out_dir), problems
+    return write_record(record, plan.id, quick or bool(design_names), out_dir), record
+
+
+def problems(record: RaceRecord | OverloadRecord) -> int:
+    """Runs with a problem (the record keeps why): a server that would not start or died, a load that failed."""
+    if isinstance(record, RaceRecord):
+        return (sum(bool(run.error) or not run.server_alive for run in record.runs)
+                + sum(bool(cause.error) for cause in record.causes or []))
+    return sum(bool(run.error) or any(cell.error for cell in run.cells) for run in record.runs)
 
 
 def nginx_version() -> str:
@@ -324,17 +328,17 @@ def write_record(record: Typed, record_id: str, partial: bool, out_dir: Path | N
     return path
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("part", choices=["race", "overload"], help="the idle-timeout race, or past capacity")
-    parser.add_argument("--design", action="append", help="only this design's targets (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="fewer bursts, fewer rates, shorter schedules")
-    parser.add_argument("--out", type=Path, help="directory for the record (default: results/deployment/ for a complete "
-                                                  "full run, build/results/ otherwise)")
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py deployment race|overload`: which part, only these designs' targets (None: all), quick or full, where."""
+
+    part: Literal["race", "overload"]
+    designs: tuple[str, ...] | None = None
+    quick: bool = False
+    out: Path | None = None  # default: results/deployment/ for a complete full run, build/results/ otherwise
 
 
-def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """bench.py deployment race|overload: 0 when every run ran, 1 otherwise (the record keeps why)."""
-    run = run_race if args.part == "race" else run_overload
-    path, problems = run(catalogue, args.quick, args.design, args.out)
-    print(f"Wrote {path}" + (f"; {problems} run(s) with a problem (see the record)" if problems else ""))
-    return 1 if problems else 0
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, RaceRecord | OverloadRecord]:
+    """The race or the overload run; the record written atomically, its path and it."""
+    run = run_race if plan.part == "race" else run_overload
+    return run(catalogue, plan.quick, list(plan.designs) if plan.designs else None, plan.out)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.model.catalogue import Catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, write_record_atomic
 from harness.model.records.gil_dependencies_record import GilDependenciesRecord
@@ -31,6 +32,7 @@ from harness.system import launcher, processes
 from harness.system.environment import utc_now
 
 RECORD_PATH = RESULTS_DIR / "free-threaded" / "dependencies.json"
+DEFAULT_VERSIONS = ("3.13.5", "3.13.5t")
 LOCK_FILE = REPO_ROOT / "requirements.lock"
 INSTALL_TIMEOUT_SECONDS = 420  # gevent or uvloop from source on two CPUs take minutes; longer is recorded as failed
 
@@ -144,9 +146,18 @@ def check_interpreter(version: str, scratch: Path, pins: dict[str, str]) -> dict
     return {"interpreter": described, "gil_at_start": baseline.get("gil_after_import"), "packages": packages}
 
 
-def run_gil_dependencies(versions: list[str], out: Path = RECORD_PATH,
-                         scratch: Path = REPO_ROOT / "build" / "gil-dependencies") -> Path:
-    """Check every dependency on each interpreter and write the record atomically; its path."""
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py gil-dependencies`: the CPythons (as the catalogue names them) and where the record goes."""
+
+    versions: tuple[str, ...] = DEFAULT_VERSIONS
+    output: Path = RECORD_PATH
+    scratch: Path = REPO_ROOT / "build" / "gil-dependencies"  # the interpreters' virtual environments
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, GilDependenciesRecord]:
+    """Check every dependency on each interpreter; the record written atomically, its path and it."""
+    versions, out, scratch = plan.versions, plan.output, plan.scratch
     started = utc_now()
     pins = pinned_versions()
     interpreters = {version: check_interpreter(version, scratch, pins) for version in versions}
@@ -154,4 +165,4 @@ def run_gil_dependencies(versions: list[str], out: Path = RECORD_PATH,
         {"schema": GilDependenciesRecord.SCHEMA, "kind": "gil-dependencies", "started_utc": started,
          "finished_utc": utc_now(), "lock_file": "requirements.lock", "interpreters": interpreters}, str(out))
     write_record_atomic(out, record)  # typed first: a key the record does not know stops here, not in render
-    return out
+    return out, record

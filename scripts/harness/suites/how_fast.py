@@ -23,7 +23,6 @@ render` turns them into the pages' tables and flame graph.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -35,12 +34,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Literal
 
 from harness.clients import probe, verify
 from harness.clients.tools import ToolMissingError, require_tool
 from harness.clients.tools.wrk import parse_run
 from harness.model import how_fast_steps
-from harness.model.catalogue import Design, UnknownNameError, load_catalogue
+from harness.model.catalogue import Catalogue, Design, UnknownNameError, load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import RESULTS_DIR, SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.how_fast_records import (
@@ -191,16 +191,41 @@ def with_ceiling(chain: how_fast_steps.Chain, references: list[str]) -> tuple[li
     return (references if ceiling in references else references + [ceiling]), ceiling
 
 
-def measure_steps(args: argparse.Namespace) -> Path:
-    """Measure every step and reference row of the chain, alternating their order; the path of the record written."""
-    chain = how_fast_steps.CHAINS[args.chain]
-    length = QUICK if args.quick else FULL
-    seconds, repeat = args.seconds or length.seconds, args.repeat or length.repeat
+class NothingWrittenError(RuntimeError):
+    """The profile refused to write a record (the design answered wrongly, or the server was not saturated): exit 1."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """`bench.py how-fast steps|profile`: which part, quick or full, and the part's own settings."""
+
+    part: Literal["steps", "profile"]
+    quick: bool = False
+    seconds: int | None = None  # of wrk per run (steps), of sampling (profile); default by quick or full
+    chain: str = how_fast_steps.HOW_FAST.name  # steps: which design's steps
+    repeat: int | None = None  # steps: repetitions of every row
+    request_heads: str | None = None  # steps: "production" for production-shaped heads; None: wrk's one-header GET
+    references: tuple[str, ...] | None = None  # steps: designs beside the steps (None: DEFAULT_REFERENCES)
+    rate: int = PROFILE_RATE_HZ  # profile: samples per second
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, StepsRecord | ProfileRecord]:
+    """The steps (their record) or the profile (its collapsed stacks' path, and its record beside them)."""
+    if plan.part == "steps":
+        return measure_steps(plan)
+    return measure_profile(catalogue, plan)
+
+
+def measure_steps(plan: Plan) -> tuple[Path, StepsRecord]:
+    """Measure every step and reference row of the chain, alternating their order; the record written, its path."""
+    chain = how_fast_steps.CHAINS[plan.chain]
+    length = QUICK if plan.quick else FULL
+    seconds, repeat = plan.seconds or length.seconds, plan.repeat or length.repeat
     tool = require_tool("wrk")
     work_dir = work_dir_for(chain)
     work_dir.mkdir(parents=True, exist_ok=True)
-    names, ceiling_row = with_ceiling(chain, args.reference or DEFAULT_REFERENCES[chain.name])
-    references = reference_rows(names, bool(args.reference), work_dir)
+    names, ceiling_row = with_ceiling(chain, list(plan.references or DEFAULT_REFERENCES[chain.name]))
+    references = reference_rows(names, bool(plan.references), work_dir)
     rows = step_rows(chain, work_dir) + references
     pinning = processes.cpu_pinning()
     environment = describe_machine(pinning, {"wrk": tool.version()})
@@ -214,7 +239,7 @@ def measure_steps(args: argparse.Namespace) -> Path:
             try:
                 run = measure_row(row, seconds, pinning,
                                   launcher.LOG_DIR / chain.name / row.name / f"repetition-{repetition}",
-                                  args.request_heads)
+                                  plan.request_heads)
             except processes.ServerStartError as error:
                 run = failed_run(f"server did not start: {error.args[0].splitlines()[0]}")
             if run.error:
@@ -225,19 +250,19 @@ def measure_steps(args: argparse.Namespace) -> Path:
     record = StepsRecord(
         kind="how-fast-steps",
         chain=chain.name,
-        mode="quick" if args.quick else "full",
+        mode="quick" if plan.quick else "full",
         settings=StepsSettings(connections=CONNECTIONS, seconds=seconds, repeat=repeat, relative_to=relative_to,
                                ceiling=ceiling_row if any(row.name == ceiling_row for row in rows) else None,
-                               ceiling_scenario=CEILING_SCENARIO_BY_HEADS[args.request_heads],
-                               request_heads=args.request_heads),
+                               ceiling_scenario=CEILING_SCENARIO_BY_HEADS[plan.request_heads],
+                               request_heads=plan.request_heads),
         environment=environment,
         started_utc=started,
         finished_utc=utc_now(),
         rows=[row.row() for row in rows],
     )
-    path = results_root(args.quick) / chain.record_for(args.request_heads)
+    path = results_root(plan.quick) / chain.record_for(plan.request_heads)
     write_record_atomic(path, record)
-    return path
+    return path, record
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:
@@ -321,17 +346,18 @@ def saturation_problems(measured: Saturation) -> list[str]:
     return problems
 
 
-def measure_profile(args: argparse.Namespace) -> Path | None:
-    """Profile the fastest design under wrk; the path of the collapsed stacks (None: it answered wrongly)."""
+def measure_profile(catalogue: Catalogue, plan: Plan) -> tuple[Path, ProfileRecord]:
+    """Profile the fastest design under wrk; the path of the collapsed stacks and the record written beside them
+    (NothingWrittenError: it answered wrongly, or a full run was not at saturation)."""
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(py_spy).exists():
         raise ToolMissingError("py-spy is not installed: .venv/bin/pip install -r requirements.lock")
     tool = require_tool("wrk")
-    seconds = args.seconds or PROFILE_SECONDS["quick" if args.quick else "full"]
+    seconds = plan.seconds or PROFILE_SECONDS["quick" if plan.quick else "full"]
     pinning = processes.cpu_pinning()
     port = processes.free_port()
     log_dir = launcher.LOG_DIR / "how-fast" / "profile"
-    fastest = load_catalogue().design(how_fast_steps.PROFILE_NAME)
+    fastest = catalogue.design(how_fast_steps.PROFILE_NAME)
     load_command = tool.command(f"http://{processes.LOOPBACK}:{port}/", CONNECTIONS,
                                 ScenarioSettings.for_tool(seconds + 2, CONNECTIONS, keep_alive=True))
     started = utc_now()
@@ -339,8 +365,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         server_command = server.command
         problems = probe.verify_http(server.host, server.port)
         if problems:
-            print("the design answered wrongly: " + "; ".join(problems), file=sys.stderr)
-            return None
+            raise NothingWrittenError("the design answered wrongly: " + "; ".join(problems))
         verify.prime(server.host, server.port)
         # First without the profiler: its stops cost the server time, so the CPU per request is measured apart.
         before = cpu_seconds(server.process.pid)
@@ -348,7 +373,7 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         after = cpu_seconds(server.process.pid)
         with tempfile.TemporaryDirectory() as scratch:
             raw_path = Path(scratch) / "raw.txt"
-            profiler_command = [py_spy, "record", "--native", "--rate", str(args.rate), "--duration",
+            profiler_command = [py_spy, "record", "--native", "--rate", str(plan.rate), "--duration",
                                 str(seconds), "--format", "raw", "--output", str(raw_path), "--pid",
                                 str(server.process.pid)]
             load = subprocess.Popen(processes.pinned(load_command, pinning.load), stdout=subprocess.PIPE,
@@ -373,10 +398,10 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
                           wrk_summary(profiled_stdout))
     meta = ProfileRecord(
         kind="profile",
-        mode="quick" if args.quick else "full",
+        mode="quick" if plan.quick else "full",
         design=how_fast_steps.PROFILE_NAME,
         profiler=version,
-        rate_hz=args.rate,
+        rate_hz=plan.rate,
         seconds=seconds,
         connections=CONNECTIONS,
         started_utc=started,
@@ -390,11 +415,10 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
         saturation=measured,
     )
     problems = saturation_problems(measured)
-    if problems and not args.quick:
-        print("not at saturation, so the profile would describe a server that mostly waits: "
-              + "; ".join(problems) + ". Nothing was written: run it again on a quiet machine.", file=sys.stderr)
-        return None
-    target = results_root(args.quick) / how_fast_steps.PROFILES_DIR
+    if problems and not plan.quick:
+        raise NothingWrittenError("not at saturation, so the profile would describe a server that mostly waits: "
+                                  + "; ".join(problems) + ". Nothing was written: run it again on a quiet machine.")
+    target = results_root(plan.quick) / how_fast_steps.PROFILES_DIR
     target.mkdir(parents=True, exist_ok=True)
     stacks_path = target / f"{how_fast_steps.PROFILE_NAME}.collapsed"
     with tempfile.NamedTemporaryFile("w", dir=target, delete=False, encoding="utf-8") as handle:
@@ -402,34 +426,4 @@ def measure_profile(args: argparse.Namespace) -> Path | None:
     os.chmod(handle.name, 0o644)  # a record is for everyone to read (the temporary file was private)
     os.replace(handle.name, stacks_path)
     write_record_atomic(target / f"{how_fast_steps.PROFILE_NAME}.json", meta)
-    return stacks_path
-
-
-def positive_integer(text: str) -> int:
-    """An argparse type: 1 or more (bad input exits 2 with the argument's name)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`bench.py how-fast steps|profile`: the suite's command line."""
-    commands = parser.add_subparsers(dest="part", required=True)
-    steps = commands.add_parser("steps", help="measure every optimisation step of a chain and the reference servers")
-    steps.add_argument("--chain", choices=sorted(how_fast_steps.CHAINS), default=how_fast_steps.HOW_FAST.name,
-                       help="which design's steps (default: %(default)s)")
-    steps.add_argument("--quick", action="store_true", help="short runs, one repetition, into build/results/")
-    steps.add_argument("--repeat", type=positive_integer, help="repetitions of every row")
-    steps.add_argument("--seconds", type=positive_integer, help="seconds of wrk per run")
-    steps.add_argument("--request-heads", choices=["production"], default=None,
-                       help="every request a production-shaped head, each unique (wrk_production_heads.lua), into "
-                            "the chain's record with -production-heads in its name; default: wrk's one-header GET")
-    steps.add_argument("--reference", action="append", help="a catalogue design to measure beside the steps "
-                       "(default, by chain: " + "; ".join(f"{name}: {', '.join(names)}" for name, names
-                                                          in DEFAULT_REFERENCES.items())
-                       + f"; those the catalogue has), and always the `{CEILING_SCENARIO}` scenario's ceiling")
-    profile = commands.add_parser("profile", help="sample the fastest design with py-spy under wrk")
-    profile.add_argument("--quick", action="store_true", help="a shorter profile, into build/results/")
-    profile.add_argument("--seconds", type=positive_integer, help="seconds of sampling")
-    profile.add_argument("--rate", type=positive_integer, default=PROFILE_RATE_HZ, help="samples per second")
+    return stacks_path, meta

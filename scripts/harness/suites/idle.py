@@ -31,24 +31,20 @@ failed to start or to answer.
 
 from __future__ import annotations
 
-import argparse
-import json
-import shlex
 import socket
 import statistics
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.clients import probe
-from harness.model.catalogue import Catalogue, UnknownNameError
+from harness.model.catalogue import Catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_record_atomic
 from harness.model.records.idle_record import IdleProbe, IdleRecord
 from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import GroupSampler, sample_group
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 DEFAULT_OUTPUT_DIR = REPO_ROOT / "build" / "idle-connections"
 PROBE_INTERVAL_SECONDS = 0.25
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -185,35 +181,26 @@ def measure(catalogue: Catalogue, design_name: str, connections: int, hold: floa
     )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`bench.py idle`: the suite's command line."""
-    parser.add_argument("design")
-    parser.add_argument("--connections", type=int, default=10_000)
-    parser.add_argument("--hold", type=float, default=5.0, help="seconds to hold them idle while sampling")
-    parser.add_argument("--server-args", default="", help="extra arguments for the design's command, one string")
-    parser.add_argument("--output", type=Path, help="the record (default build/idle-connections/DESIGN.json)")
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py idle`: the design, how many connections, how long they are held, its extra arguments, the record."""
 
+    design: str
+    connections: int = 10_000
+    hold: float = 5.0  # seconds held idle while sampling
+    server_args: tuple[str, ...] = ()  # appended to the design's command
+    output: Path | None = None  # default build/idle-connections/DESIGN.json
 
-def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Measure, write the record atomically, print its summary; the exit code (see the module's header)."""
-    try:
-        if args.connections < 1 or args.hold <= 0:
+    def __post_init__(self) -> None:
+        if self.connections < 1 or self.hold <= 0:
             raise BadInputError("--connections must be at least 1 and --hold more than 0")
-        server_args = shlex.split(args.server_args)
-        output = (args.output or DEFAULT_OUTPUT_DIR / f"{args.design}.json").resolve()
-        # The server's logs and config go under build/ whatever --output says: never beside a record in results/.
-        record = measure(catalogue, args.design, args.connections, args.hold, server_args,
-                         DEFAULT_OUTPUT_DIR / f"{args.design}-logs")
-    except (BadInputError, UnknownNameError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except processes.ServerStartError as error:
-        print(f"error: the design did not start: {error}", file=sys.stderr)
-        return EXIT_FAILED
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, IdleRecord]:
+    """Measure, write the record atomically; its path and the record."""
+    output = (plan.output or DEFAULT_OUTPUT_DIR / f"{plan.design}.json").resolve()
+    # The server's logs and config go under build/ whatever --output says: never beside a record in results/.
+    record = measure(catalogue, plan.design, plan.connections, plan.hold, list(plan.server_args),
+                     DEFAULT_OUTPUT_DIR / f"{plan.design}-logs")
     write_record_atomic(output, record)
-    print(json.dumps({"design": record.design, "connections_kept_alive": record.connections_kept_alive,
-                      "connections_open_after_hold": record.connections_open_after_hold,
-                      "baseline_rss_mib": record.baseline_rss_mib, "peak_rss_mib": record.peak_rss_mib,
-                      "kib_per_connection": record.kib_per_connection, "probe": record.probe.to_json()}))
-    print(f"record: {output}")
-    return EXIT_OK
+    return output, record

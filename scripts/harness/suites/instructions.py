@@ -37,7 +37,6 @@ A full run writes results/instructions/instructions.json; --quick or --row write
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
 import shutil
@@ -263,8 +262,17 @@ def plan_rows(catalogue: Catalogue) -> list[PlannedRow]:
     return rows
 
 
-def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
-    """Measure the rows (all, or those named), write the record atomically; its path."""
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py instructions`: quick (fewer requests, into build/results/) or full, and only these rows (None: all)."""
+
+    quick: bool = False
+    rows: tuple[str, ...] | None = None  # step-0 ... step-5, fast-and-correct-step-7, ...; into build/results/
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, InstructionsRecord]:
+    """Measure the rows (all, or those named); the record written atomically, its path and it."""
+    quick, names = plan.quick, plan.rows
     counts = QUICK if quick else FULL
     valgrind = valgrind_path()
     rows = plan_rows(catalogue)
@@ -300,14 +308,4 @@ def measure(catalogue: Catalogue, quick: bool, names: list[str] | None) -> Path:
     root = SCRATCH_RESULTS_DIR if quick or names else RESULTS_DIR
     path = root / instruction_counts.RECORD
     write_record_atomic(path, record)
-    return path
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`bench.py instructions`: the suite's command line."""
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK.requests[0]:,} and {QUICK.requests[1]:,} requests in place of "
-                             f"{FULL.requests[0]:,} and {FULL.requests[1]:,}, into build/results/")
-    parser.add_argument("--row", action="append", help="only this row (repeatable): step-0 ... step-5, "
-                        f"{', '.join(PLAIN_AND_HARDENED)}, {VERSIONS_DESIGN}-python-3.12, fast-and-correct-step-7, "
-                        f"fast-and-correct-step-7-production-heads, {NGINX}-production-heads, ...; into build/results/")
+    return path, record

@@ -108,3 +108,11 @@ def run_group(catalogue: Catalogue, scenarios: list[Scenario], quick: bool, repe
                                  interleaved_with=[other.id for other, _, _, _ in runs if other.id != scenario.id])
         written.append((write_record(record, quick or repeat is not None, out_dir), record))
     return written
+
+
+def measure_group(catalogue: Catalogue, plans: list[runner.Plan]) -> list[tuple[Path, ScenarioRecord]]:
+    """The scenario suite's plans of one interleave group, measured together round robin (run_group): each record
+    written atomically, with its path. The plans share quick, repeat, out and progress (the first one's are used)."""
+    first = plans[0]
+    return run_group(catalogue, [each.scenario for each in plans], first.quick, first.repeat, first.out,
+                     first.progress or plan.Progress([]))

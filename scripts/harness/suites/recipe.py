@@ -23,14 +23,13 @@ work per request is what the quota rations.
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import signal
 import sys
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from harness.clients.tools import require_tool
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue
@@ -136,12 +135,12 @@ def check_run(model: str, repeat: int, result: dict[str, Any], plan: CheckPlan, 
                         cells=cells, error=str(error))
 
 
-def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[Path, int]:
+def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[Path, CheckRecord]:
     """The ceiling, then both configurations `repeat` times, taking turns; write the record."""
     plan = read_section("check", CheckPlan, quick)
     result = recipe(plan.inputs())
     pinning = processes.cpu_pinning()
-    started, runs, problems = utc_now(), [], 0
+    started, runs = utc_now(), []
     log_root = launcher.LOG_DIR / plan.id
     top = max(plan.rates)
     print(f"{plan.id}: ceiling {plan.ceiling} at {top:g}/s", flush=True)
@@ -156,7 +155,6 @@ def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[
             for model in models:
                 print(f"{plan.id}: {model}, repeat {repeat + 1} of {plan.repeat}", flush=True)
                 run = check_run(model, repeat, result, plan, cluster.dsn, log_root / f"{repeat}-{model}", pinning)
-                problems += bool(run.error) or any(cell.error for cell in run.cells)
                 runs.append(run)
         database_command = list(cluster.command)
     record = CheckRecord(kind="recipe-check", mode="quick" if quick else "full", plan=plan, recipe=result,
@@ -164,7 +162,7 @@ def run_check(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[
                                                                 "vegeta": require_tool("vegeta").version()}),
                          started_utc=started, finished_utc=utc_now(), database_command=database_command,
                          ceiling=ceiling, runs=runs)
-    return write_record(record, plan.id, quick, out_dir), problems
+    return write_record(record, plan.id, quick, out_dir), record
 
 
 def cpus_inside(group: cpu_quota.QuotaGroup) -> tuple[int | None, int | None]:
@@ -213,25 +211,24 @@ def quota_run(catalogue: Catalogue, plan: QuotaPlan, workers: int, sized_by: str
     return run, group.version
 
 
-def run_quota(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[Path, int]:
+def run_quota(catalogue: Catalogue, quick: bool, out_dir: Path | None) -> tuple[Path, QuotaRecord]:
     """Every worker count `repeat` times, taking turns, each in a fresh group; write the record."""
     plan = read_section("quota", QuotaPlan, quick)
     if len(plan.sized_by) != len(plan.workers):
         raise RecipePlanError(f"{PLAN_PATH} [quota]: sized_by needs one entry per worker count ({plan.workers})")
     cpu_quota.controller()  # QuotaUnavailableError before anything starts
     pinning = processes.cpu_pinning(server_on_every_cpu=True)  # the quota, not an affinity mask, rations the server
-    started, runs, problems, version = utc_now(), [], 0, 0
+    started, runs, version = utc_now(), [], 0
     for repeat in range(plan.repeat):
         for workers, sized_by in zip(plan.workers, plan.sized_by, strict=True):
             print(f"{plan.id}: {workers} workers ({sized_by}), repeat {repeat + 1} of {plan.repeat}", flush=True)
             run, version = quota_run(catalogue, plan, workers, sized_by, repeat,
                                      launcher.LOG_DIR / plan.id / f"{repeat}-{workers}", pinning)
-            problems += bool(run.error)
             runs.append(run)
     record = QuotaRecord(kind="cpu-quota", mode="quick" if quick else "full", plan=plan, cgroup_version=version,
                          environment=describe_machine(pinning, {"wrk": require_tool("wrk").version()}),
                          started_utc=started, finished_utc=utc_now(), runs=runs)
-    return write_record(record, plan.id, quick, out_dir), problems
+    return write_record(record, plan.id, quick, out_dir), record
 
 
 def write_record(record: Typed, record_id: str, quick: bool, out_dir: Path | None) -> Path:
@@ -241,18 +238,23 @@ def write_record(record: Typed, record_id: str, quick: bool, out_dir: Path | Non
     return path
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("part", choices=["check", "quota"],
-                        help="the recipe's two configurations on the real stack, or workers against a CPU quota")
-    parser.add_argument("--quick", action="store_true", help="shorter schedules, one repetition")
-    parser.add_argument("--out", type=Path, help="directory for the record (default: results/deployment/ for a full "
-                                                  "run, build/results/ for a quick one)")
+def problems(record: CheckRecord | QuotaRecord) -> int:
+    """Runs with a problem (the record keeps why): a stack that would not start, a load that failed."""
+    if isinstance(record, CheckRecord):
+        return sum(bool(run.error) or any(cell.error for cell in run.cells) for run in record.runs)
+    return sum(bool(run.error) for run in record.runs)
 
 
-def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """bench.py recipe check|quota: 0 when every run ran, 1 otherwise (the record keeps why)."""
-    run = run_check if args.part == "check" else run_quota
-    path, problems = run(catalogue, args.quick, args.out)
-    print(f"Wrote {path}" + (f"; {problems} run(s) with a problem (see the record)" if problems else ""))
-    return 1 if problems else 0
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py recipe check|quota`: which part, quick or full, where the record goes."""
 
+    part: Literal["check", "quota"]
+    quick: bool = False
+    out: Path | None = None  # default: results/deployment/ for a full run, build/results/ for a quick one
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, CheckRecord | QuotaRecord]:
+    """The recipe's check or the CPU quota run; the record written atomically, its path and it."""
+    run = run_check if plan.part == "check" else run_quota
+    return run(catalogue, plan.quick, plan.out)

@@ -258,12 +258,8 @@ def take_turns(plan_id: str, repeat: int, targets: list[TargetT], measure: Calla
 
 
 def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
-                out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
-    """Every target (or those of the named designs); write the record; return its path and the problems.
-
-    Failed requests are the measurement (the naive restart is expected to lose some), not a problem;
-    a problem is a target whose server would not start, or whose client ran out of time.
-    """
+                out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, RestartRecord]:
+    """Every target (or those of the named designs); write the record; return its path and it."""
     plan = load_plan(plan_path, quick=quick, catalogue=catalogue)
     targets = [target for target in plan.targets if not design_names or target.design in design_names]
     if design_names:
@@ -291,7 +287,7 @@ def run_restart(catalogue: Catalogue, quick: bool, design_names: list[str] | Non
         started_utc=started, finished_utc=utc_now(), targets=rows)
     path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{plan.id}.json", quick or bool(design_names), out_dir)
     write_record_atomic(path, record)
-    return path, sum(len(row.errors) + sum(1 for run in row.runs if run.report.timed_out) for row in rows)
+    return path, record
 
 
 
@@ -361,8 +357,8 @@ def measure_in_flight(catalogue: Catalogue, plan: InFlightPlan, target: InFlight
 
 
 def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[str] | None,
-                          out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, int]:
-    """Every [in_flight] target `repeat` times, taking turns; write the record; return it and the problems."""
+                          out_dir: Path | None, plan_path: Path = PLAN_PATH) -> tuple[Path, InFlightRecord]:
+    """Every [in_flight] target `repeat` times, taking turns; write the record; return its path and it."""
     plan = load_in_flight_plan(plan_path, quick=quick, catalogue=catalogue)
     for name in design_names or []:
         catalogue.design(name)  # unknown name: UnknownNameError, exit 2
@@ -385,4 +381,30 @@ def run_restart_in_flight(catalogue: Catalogue, quick: bool, design_names: list[
         started_utc=started, finished_utc=utc_now(), targets=rows)
     path = record_path(f"{MULTI_PROCESS_DIR_NAME}/{plan.id}.json", quick or bool(design_names), out_dir)
     write_record_atomic(path, record)
-    return path, sum(len(row.errors) for row in rows)
+    return path, record
+
+
+def problems(record: RestartRecord | InFlightRecord) -> int:
+    """Targets' problems: a server that would not start, a client that ran out of time (restart only). Failed requests
+    are the measurement (the naive restart is expected to lose some), not a problem."""
+    if isinstance(record, InFlightRecord):
+        return sum(len(row.errors) for row in record.targets)
+    return sum(len(row.errors) + sum(1 for run in row.runs if run.report.timed_out) for row in record.targets)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py restart`: the restarts under load, or the one restart with requests in flight (restart.toml's
+    [in_flight]); only these designs' targets (None: all), quick or full, where the record goes."""
+
+    designs: tuple[str, ...] | None = None
+    quick: bool = False
+    in_flight: bool = False
+    out: Path | None = None  # default: results/ for a full run of every target, build/results/ otherwise
+    plan_path: Path = PLAN_PATH  # the targets, as data
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, RestartRecord | InFlightRecord]:
+    """Every target (or the named designs'), taking turns; the record written atomically, its path and it."""
+    run = run_restart_in_flight if plan.in_flight else run_restart
+    return run(catalogue, plan.quick, list(plan.designs) if plan.designs else None, plan.out, plan.plan_path)

@@ -219,6 +219,26 @@ def traced_run(tool: Any, url: str, concurrency: int, settings: ScenarioSettings
     return {key: traced.get(key) for key in TRACED_KEYS}
 
 
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py run`, one scenario: only these designs (None: the scenario's), quick or full, repetitions (None: the
+    scenario's), where the record goes (None: results/ for a complete full run, build/results/ otherwise), and the
+    progress shared by every scenario of the run (None: this scenario's own)."""
+
+    scenario: Scenario
+    designs: tuple[str, ...] | None = None
+    quick: bool = False
+    repeat: int | None = None
+    out: Path | None = None
+    progress: plan.Progress | None = None
+
+
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, ScenarioRecord]:
+    """Every cell of the scenario (run_scenario); the record written atomically, its path and it."""
+    return run_scenario(catalogue, plan.scenario, list(plan.designs) if plan.designs is not None else None,
+                        plan.quick, plan.repeat, plan.out, plan.progress)
+
+
 def run_scenario(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,
                  repeat: int | None, out_dir: Path | None,
                  progress: plan.Progress | None = None) -> tuple[Path, ScenarioRecord]:

@@ -35,7 +35,6 @@ Exit codes: 0 every design measured; 1 one or more failed; 2 bad input.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.clients import probe, verify
-from harness.model.catalogue import Catalogue, Design, UnknownNameError
+from harness.model.catalogue import Catalogue, Design
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_record_atomic
 from harness.model.records.streaming_record import (
@@ -61,7 +60,6 @@ from harness.model.records.streaming_record import (
 from harness.system import environment, launcher, open_files, processes
 from harness.system.resources import sample_group
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 CLIENT = Path(__file__).resolve().parents[1] / "clients" / "sse_client.py"
 RECORD_NAME = "streaming.json"
 LOG_DIR = REPO_ROOT / "build" / "streaming-logs"
@@ -316,33 +314,20 @@ def measure(catalogue: Catalogue, names: list[str] | None, quick: bool,
                            environment=environment.describe_machine(pinning, {}))
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`bench.py streaming`: the suite's command line."""
-    parser.add_argument("--quick", action="store_true", help="small phases, a few seconds each (not for results/)")
-    parser.add_argument("--design", action="append", help="only this stream design (repeatable)")
-    parser.add_argument("--phase", action="append",
-                        help="only this phase (repeatable); the record is then streaming-PHASE.json")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "build",
-                        help=f"directory for {RECORD_NAME} (default build/; the site's record is in results/)")
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py streaming`: the designs and phases (None: all), quick or full, the record's directory."""
+
+    designs: tuple[str, ...] | None = None
+    phases: tuple[str, ...] | None = None
+    quick: bool = False
+    out: Path = REPO_ROOT / "build"  # the site's record is in results/
 
 
-def command(catalogue: Catalogue, args: argparse.Namespace) -> int:
-    """Measure, write the record atomically, print a summary line per row; the exit code (module header)."""
-    try:
-        record = measure(catalogue, args.design, args.quick, args.phase)
-    except (BadInputError, UnknownNameError, open_files.OpenFilesLimitError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    output = (args.out / record_name(args.phase)).resolve()
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, StreamingRecord]:
+    """Measure, write the record atomically (streaming.json, or streaming-PHASES.json for a part); it and its path."""
+    phases = list(plan.phases) if plan.phases else None
+    record = measure(catalogue, list(plan.designs) if plan.designs else None, plan.quick, phases)
+    output = (plan.out / record_name(phases)).resolve()
     write_record_atomic(output, record)
-    for row in record.rows:
-        shown: dict[str, Any] = {"phase": row.phase, "design": row.design, "status": row.status,
-                                 "peak_pss_mib": row.peak_pss_mib, "peak_threads": row.peak_threads,
-                                 "peak_fds": row.peak_fds, "fresh_ms_median": row.fresh_ms_median,
-                                 "fresh_failed": row.fresh_failed, "stop_seconds": row.stop_seconds}
-        if row.client:
-            shown |= {"streams_with_events": row.client.streams_with_events, "events": row.client.events,
-                      "outcomes": row.client.outcomes}
-        print(json.dumps(shown))
-    print(f"record: {output}")
-    return EXIT_OK if all(row.status == "ok" for row in record.rows) else EXIT_FAILED
+    return output, record

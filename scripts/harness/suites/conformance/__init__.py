@@ -7,7 +7,7 @@
     clients/raw_exchange.py, clients/reference_parsers.py and clients/gunicorn_corpus.py (a layer
     down) send the bytes, parse them without sockets, and fetch gunicorn's corpus.
 
-`bench.py conformance` calls `command` (argument parsing: `add_arguments`); render/conformance_tables.py
+`bench.py conformance` builds a `Plan` and calls `measure_plan`; render/conformance_tables.py
 turns the record into the tables docs/conformance.md includes.
 
 Known limits: a case is judged by what a client sees (statuses, whether the connection closed);
@@ -16,27 +16,31 @@ what the application was handed (which Host, which body) is not observed.
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.model.catalogue import Catalogue
 from harness.model.records.conformance_record import ConformanceRecord
 from harness.suites.conformance.conformance_run import run_suite
 
-__all__ = ["add_arguments", "run_suite"]
+__all__ = ["Plan", "measure_plan", "run_suite"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--design", action="append", help="only this design, or NAME+nginx behind nginx (repeatable)")
-    parser.add_argument("--case", action="append", help="only this case or group of cases, by id (repeatable)")
-    parser.add_argument("--quick", action="store_true", help="two designs (hardened, asyncio-streams), none behind nginx")
-    parser.add_argument("--jobs", type=int, help="designs run at once (default: the suite's `jobs`)")
-    parser.add_argument("--no-gunicorn-corpus", action="store_true",
-                        help="skip fetching gunicorn's request corpus with pip")
-    parser.add_argument("--out", type=Path, help="directory for conformance.json (default: results/ for a complete "
-                                                 "full run, build/results/ otherwise)")
+@dataclass(frozen=True)
+class Plan:
+    """`bench.py conformance`: only these designs and cases (None: all), quick or full, designs at once, whether to
+    fetch gunicorn's corpus, where the record goes."""
+
+    designs: tuple[str, ...] | None = None  # a design, or NAME+nginx behind nginx
+    cases: tuple[str, ...] | None = None  # a case or a group of cases, by id
+    quick: bool = False
+    jobs: int | None = None  # default: the suite's `jobs`
+    gunicorn_corpus: bool = True
+    out: Path | None = None  # default: results/ for a complete full run, build/results/ otherwise
 
 
-def run(catalogue: Catalogue, args: argparse.Namespace) -> tuple[Path, ConformanceRecord]:
-    return run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs,
-                     with_gunicorn_corpus=not args.no_gunicorn_corpus)
+def measure_plan(catalogue: Catalogue, plan: Plan) -> tuple[Path, ConformanceRecord]:
+    """Every case against every design and parser; the record written atomically, its path and it."""
+    return run_suite(catalogue, list(plan.designs) if plan.designs else None,
+                     list(plan.cases) if plan.cases else None, plan.quick, plan.out, jobs=plan.jobs,
+                     with_gunicorn_corpus=plan.gunicorn_corpus)
