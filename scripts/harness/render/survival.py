@@ -299,13 +299,6 @@ def emfile_figures(record: HostileRecord) -> list[tuple[DesignResult, EmfileFigu
     return rows
 
 
-def died_and_replaced(figures: EmfileFigures) -> str:
-    """Processes that died at their limit, and those started after them; "–" in records measured before the watch."""
-    if figures.died_at_limit is None:
-        return "–"
-    return f"{figures.died_at_limit} / {figures.replaced or 0}"
-
-
 def emfile_page(record: HostileRecord | None) -> str:
     """Case 15 in a few sentences: who spun, whose worker died at the limit, who stayed quiet there, who never reached
     it; then every figure."""
@@ -358,11 +351,9 @@ def emfile_page(record: HostileRecord | None) -> str:
                          for error in result.errors})
         lines.append(f"- **Not measured** ({len(unmeasured)} of {total}: the case could not run; "
                      f"{'; '.join(errors) or 'no figures'}): {', '.join(design.name for design in unmeasured)}.")
-    table = ["| Design | CPU while held | Processes at the limit | Died at the limit / started after | "
-             "Connections held |", "|---|---|---|---|---|"]
+    table = ["| Design | CPU while held | Processes at the limit | Connections held |", "|---|---|---|---|"]
     table += [f"| {design_label(design)} | {figures.cpu_share:.0%} | {figures.at_limit} of "
-              f"{figures.processes} | {died_and_replaced(figures)} | {figures.connections_held} |"
-              for design, figures in rows]
+              f"{figures.processes} | {figures.connections_held} |" for design, figures in rows]
     return "\n".join(lines) + "\n\n" + details("Every design's figures in case 15", table)
 
 

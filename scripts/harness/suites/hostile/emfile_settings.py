@@ -3,7 +3,7 @@
     python scripts/bench.py hostile --emfile-settings [--quick] [--out DIR]
 
 Waitress and Granian spin when the process runs out of descriptors at their defaults, and Gunicorn's
-gthread worker never reaches its limit (results/hostile.json). Each server documents a cap on what
+gthread worker dies at its limit and is replaced (results/hostile.json). Each server documents a cap on what
 one process holds (scripts/catalogue/hostile/emfile-settings.toml: Waitress's connection_limit,
 Gunicorn's worker_connections, Granian's --backpressure). For each, this suite runs case 15 exactly as
 the hostile suite does (cases.emfile_case through run.run_case: the limit of every process lowered,
