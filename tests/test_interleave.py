@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from harness.model.records.scenario_record import Run
 from harness.model.settings import ScenarioSettings
-from harness.suites import interleave, plan
+from harness.suites import interleave, plan, runner
 
 from conftest import CATALOGUE
 
@@ -50,7 +50,8 @@ def test_a_group_runs_round_robin_and_measures_each_ceiling_once(tmp_path: Path,
     monkeypatch.setattr(interleave.ports, "wait_for_time_wait_drain", lambda: None)
     scenarios = interleave.members(CATALOGUE, "python-versions")
     progress = plan.plan_run(CATALOGUE, [(scenario, None) for scenario in scenarios], quick=False, repeat=2)
-    written = interleave.run_group(CATALOGUE, scenarios, quick=False, repeat=2, out_dir=tmp_path, progress=progress)
+    written = interleave.measure_group(CATALOGUE, [runner.Plan(scenario, None, quick=False, repeat=2, out=tmp_path,
+                                                               progress=progress) for scenario in scenarios])
 
     ceilings = [entry for entry in order if entry[1] == "nginx"]
     assert [entry[0] for entry in ceilings] == ["python-3.11-hello", "python-3.11-cpu"]  # once per workload
