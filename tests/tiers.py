@@ -23,7 +23,7 @@ CHECK = "check"
 # Whole files that start nothing: the model, the records, the renderers, the Markdown sources.
 CHECK_FILES = {
     "test_conformance_next_client.py", "test_database_records.py", "test_database_tables.py",
-    "test_emfile_settings.py", "test_figures.py", "test_limits.py", "test_page_claims.py", "test_pictures.py",
+    "test_emfile_settings.py", "test_emfile_watch.py", "test_figures.py", "test_limits.py", "test_page_claims.py", "test_pictures.py",
     "test_presentation.py", "test_quick_plan.py", "test_record_schema.py", "test_sizing.py",
     "test_stale_records.py", "test_standalone_copies.py", "test_tiers.py", "test_typed_settings.py",
 }
@@ -352,6 +352,10 @@ CHECK_TESTS = {
     "tests/test_typed_records.py::test_a_value_of_the_wrong_type_is_refused_with_its_path",
     "tests/test_typed_records.py::test_old_schema_versions_are_migrated_and_newer_ones_refused",
     "tests/test_typed_records.py::test_optional_keys_are_written_only_when_set_and_an_int_stays_an_int",
+    "tests/test_typed_records.py::test_a_run_keeps_at_most_20_own_fields_and_each_tool_its_extras",
+    "tests/test_typed_records.py::test_a_tool_report_lands_in_its_parts_and_reads_back_by_name",
+    "tests/test_typed_records.py::test_another_tools_value_or_a_misspelt_one_in_a_report_is_refused",
+    "tests/test_typed_records.py::test_a_flat_run_of_schema_1_is_read_into_its_parts",
     "tests/test_usable_cpus.py::test_a_container_sees_its_own_cgroup_as_the_mount_root",
     "tests/test_usable_cpus.py::test_no_cgroup_files_means_no_quota",
     "tests/test_usable_cpus.py::test_the_cgroup_v1_quota_is_read_from_the_cfs_files",
