@@ -47,6 +47,7 @@ from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownN
 from harness.model import how_fast_steps, new_design  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
 from harness.model.records import load_scenario_records  # noqa: E402
+from harness.model.records.hostile_record import EmfileSettingsRecord  # noqa: E402
 from harness.model.records.how_fast_records import ProfileRecord, StepsRecord  # noqa: E402
 from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
 from harness.render.figures import FigureError  # noqa: E402
@@ -67,7 +68,6 @@ from harness.suites import (  # noqa: E402
     streaming,
 )
 from harness.system import cpu_quota, launcher, processes  # noqa: E402
-from harness.suites.hostile import emfile_settings  # noqa: E402
 from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -209,12 +209,12 @@ def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile/):
     run, print the matrix, exit 1 when a design died or did not start."""
-    if args.emfile_settings:
-        path, settings_record = emfile_settings.run_emfile_settings(catalogue, args.quick, args.out)
-        print(survival.emfile_settings_table(settings_record))
+    path, record = hostile.measure_plan(catalogue, hostile.Plan(names(args.design), names(args.case), args.quick,
+                                                                args.jobs, args.out, args.emfile_settings))
+    if isinstance(record, EmfileSettingsRecord):
+        print(survival.emfile_settings_table(record))
         print(f"Wrote {path}")
         return EXIT_OK  # a server that spins or loses connections is a finding, recorded
-    path, record = hostile.run_suite(catalogue, args.design, args.case, args.quick, args.out, jobs=args.jobs)
     print(survival.matrix_tables(record))
     print(f"Wrote {path}")
     failed = [design.name for design in record.designs if design.status != "ok"]

@@ -25,8 +25,6 @@ from harness.model.paths import REPO_ROOT
 HARNESS = REPO_ROOT / "scripts" / "harness"
 # Not suites: they measure nothing (or only check one design) and write no record.
 NOT_SUITES = {"list", "scenarios", "serve", "check", "render", "new-design"}
-# Converted last (another change is in flight in its files): bench.py still calls its old entry.
-PENDING = {"hostile"}
 # Programs of their own, run as subprocesses: their command line is theirs, parsed in their main().
 OWN_PROGRAMS = {"clients/sse_client.py", "clients/restart_probe.py", "clients/idle_race.py", "system/delay_proxy.py"}
 
@@ -73,7 +71,7 @@ def test_the_suites_docstring_names_every_suite_subcommand_and_its_module() -> N
     assert set(suite_lines(suites.__doc__ or "")) == set(BENCH.SUBCOMMANDS) - NOT_SUITES
 
 
-@pytest.mark.parametrize("subcommand", sorted(set(BENCH.SUBCOMMANDS) - NOT_SUITES - PENDING))
+@pytest.mark.parametrize("subcommand", sorted(set(BENCH.SUBCOMMANDS) - NOT_SUITES))
 def test_every_suite_has_the_one_shape(subcommand: str) -> None:
     name = suite_lines(importlib.import_module("harness.suites").__doc__ or "")[subcommand]
     module = importlib.import_module(f"harness.suites.{name}")
