@@ -84,3 +84,20 @@ def test_the_steps_table_marks_a_saturated_servers_cpu_per_request_as_only_one_o
     table = steps_table(load_steps(changed))
     assert "≈ 1/rate: server CPU" in table  # the servers used 91-97% of their CPU
     assert "tool-bound" not in table.split("\n\n")[0]  # wrk at half its core: no row measured wrk
+
+
+def ceiling_functions(folder: Path) -> list[str]:
+    """Every function defined under `folder` whose name speaks of a ceiling, as file:name."""
+    import ast
+    return sorted(f"{path.name}:{node.name}" for path in folder.glob("*.py")
+                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                  if isinstance(node, ast.FunctionDef) and "ceiling" in node.name)
+
+
+def test_the_tool_s_ceiling_is_defined_in_model_limits_only(tmp_path: Path) -> None:
+    """One owner of the rule (issue 30): render asks model/limits.py for the ceiling and defines none of its own."""
+    harness = REPO_ROOT / "scripts" / "harness"
+    assert ceiling_functions(harness / "model") == ["limits.py:ceiling_row", "limits.py:ceilings"]
+    assert ceiling_functions(harness / "render") == []
+    (tmp_path / "cells.py").write_text("def ceilings(record):\n    return {}\n", encoding="utf-8")  # the old wrapper
+    assert ceiling_functions(tmp_path) == ["cells.py:ceilings"]  # the guard sees one

@@ -14,8 +14,8 @@ each pinned to its own CPU (environment.pinning). So:
 Records made before the tool's CPU was recorded keep the old rule, and say so: a cell is tool-bound
 when its median is TOOL_BOUND_FRACTION or more of the tool's **ceiling**, the highest median the tool
 reached at that level in the same record (against the scenario's ceiling design, or any faster one: a
-rate the tool reached is one it can reach). `ceilings` and `highest` are that ceiling, for every table
-(render/cells.py, render/how_fast_tables.py, render/sizing_tables.py ask here).
+rate the tool reached is one it can reach). `highest` is that rule, the one definition; `ceilings` applies it
+level by level to a scenario's record, `ceiling_row` to the how-fast steps' rows; every table asks here.
 
 Known limits: CPU time is the kernel's count over the tool's wall time (start-up included: a one-second
 run of a tool that takes 50 ms to start reads 5% low); the server's time is its process group's, sampled
@@ -25,7 +25,7 @@ over the tool's run. Neither sees what the kernel spends on loopback traffic out
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.model.records.common import Environment
@@ -109,6 +109,16 @@ def highest(ceiling_median: float | None, medians: Iterable[float]) -> float | N
     if ceiling_median is None:
         return None
     return max([ceiling_median, *medians])
+
+
+def ceiling_row(ceiling_name: str | None, medians: Mapping[str, float | None]) -> tuple[str | None, float | None]:
+    """For a record of named rows measured at one level (the how-fast steps): the row whose median is the tool's
+    ceiling (`highest`: the ceiling row's or a faster one's) and that median; no median when the ceiling row has none."""
+    measured = {name: median for name, median in medians.items() if median is not None}
+    if not ceiling_name or ceiling_name not in measured:
+        return ceiling_name, None
+    ceiling = highest(measured[ceiling_name], measured.values())
+    return next(name for name, median in measured.items() if median == ceiling), ceiling
 
 
 def run_level(record: ScenarioRecord, run: Run) -> float:

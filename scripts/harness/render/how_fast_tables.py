@@ -76,23 +76,14 @@ def cpu_cell(record: StepsRecord, row: StepsRow, cpu_us: float | None, ceiling: 
     return f"{cpu_us:.1f}"
 
 
-def tool_ceiling(ceiling_row: str | None, summaries: dict[str, dict[str, Any]]) -> tuple[str | None, float | None]:
-    """The row whose median is the tool's ceiling, and that median (model/limits.highest: the ceiling row's or a
-    faster one's); none when the record measured no ceiling row."""
-    if not ceiling_row or (summaries.get(ceiling_row) or {}).get("rps") is None:
-        return ceiling_row, None
-    measured = {name: summary["rps"] for name, summary in summaries.items() if summary["rps"] is not None}
-    ceiling = limits.highest(measured[ceiling_row], measured.values())
-    return next(name for name, rate in measured.items() if rate == ceiling), ceiling
-
-
 def steps_table(record: StepsRecord) -> str:
     """One row per step, then the reference servers measured in the same run."""
     settings = record.settings
     reference_name = settings.relative_to
     summaries = {row.name: row_summary(row) for row in record.rows}
     reference = (summaries.get(reference_name) or {}).get("rps") if reference_name else None
-    ceiling_name, ceiling = tool_ceiling(settings.ceiling, summaries)
+    ceiling_name, ceiling = limits.ceiling_row(settings.ceiling, {name: summary["rps"]
+                                                                   for name, summary in summaries.items()})
     lines = ["| | Server | req/s (median, min–max) | CPU µs per request | % of " + (reference_name or "–") + " |",
              "|---|---|---|---|---|"]
     for row in record.rows:
