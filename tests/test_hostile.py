@@ -36,6 +36,7 @@ SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), bound=2.5, short_
                                emfile_connections=80, emfile_hold=1.5, settle=2.0, delay=0.0)
 SPINNING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "spins_on_emfile.py"
 DYING_FIXTURE = REPO_ROOT / "tests" / "fixtures" / "servers" / "dies_on_emfile.py"
+SLOW_ACCEPTOR = REPO_ROOT / "tests" / "fixtures" / "servers" / "slow_acceptor.py"
 
 
 def tiny_design(behaviour: str, server_file: Path = TEST_SERVERS) -> Design:
@@ -152,6 +153,23 @@ def test_emfile_sees_a_worker_die_at_the_limit_and_be_replaced(tmp_path: Path) -
     classes = {line.split("**")[1]: line for line in page.splitlines() if line.startswith("- **")}
     assert classes["A worker died at the limit and was replaced"].endswith(": nginx."), page  # the fixture's name
     assert classes["Never at the limit"].startswith("- **Never at the limit** (0 of 1"), page
+
+
+@pytest.mark.parametrize("close_after, robust", [("0.5", True), ("inf", False)], ids=["closes-after-accept", "never"])
+def test_idle_connections_beyond_the_backlog_are_timed_from_when_the_server_has_them(
+        tmp_path: Path, close_after: str, robust: bool) -> None:
+    """Case 11 against a server with a backlog of 16 that takes a connection every 10 ms and closes each 0.5 s after
+    taking it: 80 opened at once overflow its queue (some never reach it, or reach it a second late), so the verdict
+    hung on a race. Opened in batches of 8, each accepted before the next, every one is closed within the bound;
+    the same server that never closes still fails."""
+    settings = dataclasses.replace(SETTINGS, idle_connections=80, bound=1.5)
+    idle = dataclasses.replace(case("idle-connections"), batch=8, accept_wait=1.0)
+    design = tiny_design("slow-acceptor", SLOW_ACCEPTOR)
+    with run.launched(design, SETTINGS.delay, tmp_path, extra_arguments=["--close-after", close_after]) as server:
+        target = cases.Target(server.target_host, server.target_port, server.process.pid, settings)
+        [variant] = cases.idle_case(target, idle)
+    assert variant.passed is robust, variant
+    assert variant.note.startswith("80 of 80 closed" if robust else "0 of 80 closed"), variant
 
 
 def test_a_stalled_design_is_stalled_not_weak(tmp_path: Path) -> None:

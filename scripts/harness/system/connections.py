@@ -7,6 +7,8 @@ completed but the server has not yet accepted: they hold a place in its listen q
 same. Reading the tables needs no tool and no permission (`ss -Htn state established "( sport =
 :PORT )"` counts the same rows). The hostile suite samples it during its slow-client cases, for
 the server's port and, behind nginx, for nginx's: what each of them holds while the clients are slow.
+A listening row's rx_queue is its accept queue: the idle case opens its connections in batches and
+waits for it to empty before the next (listen_queue).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 ESTABLISHED = "01"  # the state column of /proc/net/tcp, in hex (include/net/tcp_states.h)
+LISTEN = "0A"
 
 
 def sockets_on(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> list[list[str]]:
@@ -42,6 +45,27 @@ def sockets_on(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> list[list[st
 def established(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
     """Established connections whose local port is `port`, over IPv4 and IPv6."""
     return sum(1 for fields in sockets_on(port, tables) if fields[3] == ESTABLISHED)
+
+
+def listen_queue(port: int, tables: tuple[Path, ...] = TCP_TABLES) -> int:
+    """Connections the kernel completed on `port` that no process has accepted yet, over all its listeners.
+
+    A listening row's rx_queue is its accept queue (the kernel's sk_ack_backlog); SO_REUSEPORT workers have a
+    listener each, so they are summed.
+    """
+    queued = 0
+    for table in tables:
+        try:
+            with table.open(encoding="ascii") as rows:
+                next(rows, None)  # the header
+                for fields in map(str.split, rows):
+                    if fields[3] != LISTEN:
+                        break  # the kernel lists every listener first: the rest (thousands, in a case) is not read
+                    if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        queued += int(fields[4].split(":")[1], 16)
+        except FileNotFoundError:
+            continue
+    return queued
 
 
 @dataclass

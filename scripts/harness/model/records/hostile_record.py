@@ -70,6 +70,8 @@ class HostileCase(Typed):
     request: str | None = optional()  # body-stall: the head and the first bytes of the body
     counts: list[int] | None = optional()  # pipelined: requests per segment, one connection each
     interval: float | None = optional()  # slowloris: seconds between header lines
+    batch: int | None = optional()  # idle: connections opened at once, each batch accepted before the next is opened
+    accept_wait: float | None = optional()  # idle: how long a batch may wait to be accepted (then the rest go at once)
     gone_during_call: int | None = optional()  # reset: resets during the simulated call
     busy_cpu_share: float | None = optional()  # emfile: more than this share of a CPU is a busy loop
     body_bytes: int | None = optional()  # expect-continue: the body announced

@@ -16,7 +16,7 @@ import random
 import socket
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -27,6 +27,7 @@ from harness.model.records.hostile_record import CaseVariant, EmfileFigures, Hos
 from harness.model.suite_settings import HostileSettings
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 from harness.system import open_files, processes
+from harness.system.connections import listen_queue
 from harness.system.resources import GroupSampler
 
 CASES_FILE = CATALOGUE_DIR / "hostile" / "cases.toml"
@@ -240,14 +241,59 @@ def slowloris_case(target: Target, case: Case) -> list[Variant]:
     return [summarise_closes(f"{count} trickling", readings, refused, bound)]
 
 
+def accepted_within(port: int, seconds: float) -> bool:
+    """Whether the listen queue on `port` empties within `seconds`: every connection made so far was accepted."""
+    deadline = time.monotonic() + seconds
+    while listen_queue(port) > 0:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@contextlib.contextmanager
+def held_in_batches(target: Target, count: int, batch: int,
+                    accept_wait: float) -> Iterator[tuple[list[socket.socket], int, int]]:
+    """`count` connections, `batch` at a time, each batch accepted before the next is opened.
+
+    Yields the connections, how many never connected, and how many were still in the listen queue at the end.
+    Opened all at once, more connections than the server's backlog overflow its listen queue: the kernel drops
+    the handshake's last ACK (the connection reaches accept() 1, 3, 7 s later, when a SYN-ACK is sent again) or
+    answers with a SYN cookie whose ACK it then drops (a silent client sends nothing more, so the server never
+    learns of it). Either way the client holds a connection the server cannot close on time or at all.
+    A server that stops accepting (one connection at a time, all workers busy) gets the rest at once after
+    `accept_wait`: waiting longer cannot help it.
+    """
+    connections: list[socket.socket] = []
+    refused = 0
+    try:
+        while len(connections) + refused < count:
+            opened, failed = raw_http.open_many(target.host, target.port, min(batch, count - len(connections) - refused))
+            connections += opened
+            refused += failed
+            if not accepted_within(target.port, accept_wait):
+                batch = count
+        yield connections, refused, listen_queue(target.port)
+    finally:
+        for conn in connections:
+            conn.close()
+
+
 def idle_case(target: Target, case: Case) -> list[Variant]:
-    """Many connections that send nothing at all."""
+    """Many connections that send nothing at all; the clock starts once all are held and (if it can) accepted."""
     count = target.settings.idle_connections
     bound = target.settings.bound
-    with target.held(count) as (connections, refused):
+    batch = case.batch or count
+    with held_in_batches(target, count, batch, case.accept_wait or 1.0) as (connections, refused, waiting):
         started = time.monotonic()
         readings = raw_http.watch_closes(connections, started, started + bound)
-    return [summarise_closes(f"{count} silent", readings, refused, bound)]
+    result = summarise_closes(f"{count} silent", readings, refused, bound)
+    closes = [reading.seconds for reading in readings.values() if reading.seconds is not None]
+    if closes:
+        result.note += f"; closes {min(closes):.2f}-{max(closes):.2f} s after the clock started"
+    if waiting:
+        result.note += f"; {waiting} not yet accepted when the clock started (opened {batch} at a time)"
+    return [result]
 
 
 def reset_case(target: Target, case: Case) -> list[Variant]:
