@@ -40,6 +40,7 @@ CHECK_TESTS = {
     "tests/test_glossary.py::test_bad_glossary_entries_are_refused_with_the_reason",
     "tests/test_async101_naive.py::test_the_captured_ab_run_of_the_blocking_server_counts_every_reset_twice",
     "tests/test_codeblock_runs.py::test_blocks_on_a_fixed_port_share_a_worker_of_their_own",
+    "tests/test_browser.py::test_only_rules_that_cannot_report_a_serious_violation_are_left_out",
     "tests/test_conformance.py::test_a_second_answer_that_refuses_is_not_called_a_served_request",
     "tests/test_conformance.py::test_a_second_answer_to_a_smuggling_case_fails_it",
     "tests/test_conformance.py::test_every_reference_parser_accepts_a_plain_get",
