@@ -21,7 +21,7 @@ import pytest
 from harness.clients import probe
 from harness.model.catalogue import Design
 from harness.model.paths import REPO_ROOT
-from harness.system import launcher, processes
+from harness.system import connections, launcher, processes
 
 from conftest import CATALOGUE, HTTP_DESIGNS, all_at_once, database_dsn, first_line_served, started
 
@@ -118,6 +118,16 @@ STOP_CASES = [pytest.param(design, signal.Signals[name], id=f"{design.name}-{nam
               for design in HTTP_DESIGNS for name in design.stop_signals]
 
 
+def accepted(port: int, timeout: float = 10.0) -> None:
+    """Wait until a connection to `port` is established and none is left in the listen queue: the request is a
+    worker's, not the backlog's. A Gunicorn gevent worker booting beside a busy loop had not accepted it 0.4 s
+    after it was sent; the stop then closed the listener and reset it (a fresh-clone run failed so)."""
+    deadline = time.monotonic() + timeout
+    while not (connections.established(port) and connections.listen_queue(port) == 0):
+        assert time.monotonic() < deadline, f"no connection to port {port} accepted within {timeout:g} s"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize(("http_design", "signum"), STOP_CASES)
 def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design: Design, tmp_path, signum) -> None:
     """Every signal the design lists as graceful (SIGTERM and SIGINT for ours) keeps this promise."""
@@ -129,6 +139,7 @@ def test_a_stop_signal_lets_the_request_in_flight_finish_and_exits_0(http_design
             assert probe.get(server.host, server.port, "/db").status == 200
         client = threading.Thread(target=lambda: answers.append(probe.get(server.host, server.port)))
         client.start()
+        accepted(server.port)
         time.sleep(0.4)  # the request is now inside its 1 s simulated call
         signalled = time.monotonic()
         processes.send_stop_signal(server.process, signum, whole_group=not http_design.stop_main_process_only)
