@@ -34,9 +34,11 @@ site: install
 check: $(VENV)/.installed  ## the fast tier: every test that starts no process (tests/tiers.py), under a minute
 	$(PY) -m pytest -m check -q
 
-# Four workers (pytest-xdist): most tests wait on a server, not on a CPU (three took 775 s beside a busy loop, each
-# worker busy for 710 s). Tests that share an expensive module fixture share a worker (conftest.py); tests marked
-# `alone` measure how many CPUs a server uses at once, so they run afterwards, by themselves.
+# Four workers (pytest-xdist): three took 775 s beside a busy loop, each worker busy for 710 s, mostly waiting on
+# servers; four took 654 and 668 s there, where the run is CPU-bound (960-990 CPU-seconds on the 1.5 CPUs the loop
+# leaves), so a fifth would not help. The reload test that once failed on four passed 8 of 8 beside three busy loops.
+# Tests that share an expensive module fixture share a worker (conftest.py); tests marked `alone` measure how many
+# CPUs a server uses at once, so they run afterwards, by themselves.
 TEST_WORKERS ?= 4
 test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --durations=15
