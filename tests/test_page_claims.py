@@ -22,15 +22,20 @@ UNBOUNDED = ("thread-per-connection", "epoll-loop", "asyncio-streams", "gunicorn
 KEEPS_UP = 0.95  # within 5% of the best median at the level
 
 
-def medians_at(level: int) -> dict[str, float]:
-    record = load_scenario_records()["sweep-io"]
+def medians(scenario_id: str, level: int | None = None) -> dict[str, float]:
+    """Each design's median requests per second in a committed record, at one concurrency level (None: every run)."""
     found = {}
-    for design in record.designs:
+    for design in load_scenario_records()[scenario_id].designs:
         rates = [run.requests_per_second for run in design.runs
-                 if run.concurrency == level and run.error is None and run.requests_per_second is not None]
-        if rates and design.name in UNBOUNDED:
+                 if level in (None, run.concurrency) and run.error is None and run.requests_per_second is not None]
+        if rates:
             found[design.name] = statistics.median(rates)
     return found
+
+
+def medians_at(level: int) -> dict[str, float]:
+    """sweep-io's medians at `level` of the designs with no fixed number of workers."""
+    return {name: rate for name, rate in medians("sweep-io", level).items() if name in UNBOUNDED}
 
 
 def test_which_model_up_to_fifty_clients_every_unbounded_model_keeps_up_and_at_a_hundred_streams_falls_behind() -> None:
@@ -109,13 +114,6 @@ def test_survive_fast_and_correct_and_the_hardened_design_were_robust_in_every_c
 
 def scaling_ratios() -> dict[str, float]:
     """many-cores.md's CPU-bound table: each design's median on two CPUs over its median on one."""
-    records = load_scenario_records()
-
-    def medians(scenario_id: str) -> dict[str, float]:
-        return {design.name: statistics.median(run.requests_per_second for run in design.runs
-                                               if run.error is None and run.requests_per_second is not None)
-                for design in records[scenario_id].designs if design.runs}
-
     one, two = medians("scaling-cpu-one-cpu"), medians("scaling-cpu-two-cpus")
     return {name: two[name] / one[name] for name in one if name in two}
 
