@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, replace
 
 from harness.system import processes
+from harness.system.resources import BackgroundSampler
 
 FILES_MARGIN = 32  # descriptors beyond one per socket: stdio, the event loop's own, imports
 
@@ -123,16 +124,15 @@ def running(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] not in "ZX"
 
 
-class DescriptorWatch:
-    """Every process of a group, sampled every WATCH_INTERVAL_SECONDS in a thread: free descriptors, start, end."""
+class DescriptorWatch(BackgroundSampler):
+    """Every process of a group, sampled every WATCH_INTERVAL_SECONDS in a thread while entered: free descriptors,
+    start, end."""
 
     def __init__(self, pgid: int, interval: float = WATCH_INTERVAL_SECONDS) -> None:
+        super().__init__(interval, name=f"descriptors-{pgid}")
         self.pgid = pgid
-        self.interval = interval
         self._seen: dict[int, WatchedProcess] = {}
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"descriptors-{pgid}", daemon=True)
 
     def sample(self) -> None:
         """One look at every process of the group, and at every one seen before that is no longer in it."""
@@ -156,17 +156,3 @@ class DescriptorWatch:
         """Every process seen so far, in the order first seen."""
         with self._lock:
             return sorted(self._seen.values(), key=lambda seen: (seen.first_seen, seen.pid))
-
-    def _run(self) -> None:
-        while not self._stopping.wait(self.interval):
-            self.sample()
-
-    def __enter__(self) -> DescriptorWatch:
-        self.sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        self._thread.join(timeout=5)
-        self.sample()

@@ -20,6 +20,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 SAMPLE_INTERVAL_SECONDS = 0.1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -75,20 +76,46 @@ def sample_group(pgid: int) -> GroupSample:
     return GroupSample(rss, ticks, count, pss)
 
 
-class GroupSampler:
-    """Samples a process group in a background thread between start() and stop()."""
+class BackgroundSampler:
+    """Calls `sample()` once on entering, every `interval` seconds in a daemon thread, and once more on leaving:
+    the lifecycle of every sampler of a running server (GroupSampler here, open_files.DescriptorWatch)."""
+
+    def __init__(self, interval: float, name: str | None = None) -> None:
+        self.interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> Self:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=5)
+        self.sample()
+
+
+class GroupSampler(BackgroundSampler):
+    """Samples a process group in a background thread while entered (`with GroupSampler(pgid) as sampler:`)."""
 
     def __init__(self, pgid: int) -> None:
+        super().__init__(SAMPLE_INTERVAL_SECONDS)
         self.pgid = pgid
         self.peak_rss = 0
         self.peak_pss: int | None = 0
         self.peak_processes = 0
         self.first: GroupSample | None = None
         self.last: GroupSample | None = None
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _take(self) -> None:
+    def sample(self) -> None:
         sample = sample_group(self.pgid)
         if sample.processes == 0:
             return
@@ -98,20 +125,6 @@ class GroupSampler:
         self.peak_pss = None if self.peak_pss is None or sample.pss_bytes is None else max(self.peak_pss,
                                                                                           sample.pss_bytes)
         self.peak_processes = max(self.peak_processes, sample.processes)
-
-    def _run(self) -> None:
-        while not self._stopping.wait(SAMPLE_INTERVAL_SECONDS):
-            self._take()
-
-    def __enter__(self) -> GroupSampler:
-        self._take()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stopping.set()
-        self._thread.join(timeout=5)
-        self._take()
 
     def summary(self, completed_requests: int) -> dict[str, float | int | None]:
         """Peak RSS and PSS (MiB), CPU seconds used during the sampling, and per 1,000 requests."""
