@@ -363,22 +363,17 @@ def test_the_diagrams_the_pages_describe_are_drawn_as_svg(visits: dict[str, Visi
     assert {path: count for path, count in drawn.items() if count < DIAGRAMS[path]} == {}, drawn
 
 
-def test_plots_follow_the_dark_scheme(browser: object, site_url: str) -> None:
+def test_plots_follow_the_dark_scheme(page: object, site_url: str) -> None:
     """A plot is an <img>: in the dark scheme the page turns it around (site.css), in the light one it is left alone."""
-    context = browser.new_context(viewport={"width": WIDE, "height": 900})
-    try:
-        page = context.new_page()
-        filters = {}
-        for scheme in ("dark", "light"):
-            page.emulate_media(color_scheme=scheme)
-            page.goto(site_url + "many-cores/")
-            page.evaluate("() => localStorage.clear()")  # Material remembers a toggled scheme; follow the media
-            page.reload()
-            filters[scheme] = page.locator(".md-content img[src*='plots/']").first.evaluate(
-                "img => getComputedStyle(img).filter")
-        assert "invert" in filters["dark"] and filters["light"] == "none", filters
-    finally:
-        context.close()
+    filters = {}
+    for scheme in ("dark", "light"):
+        page.emulate_media(color_scheme=scheme)
+        page.goto(site_url + "many-cores/")
+        page.evaluate("() => localStorage.clear()")  # Material remembers a toggled scheme; follow the media
+        page.reload()
+        filters[scheme] = page.locator(".md-content img[src*='plots/']").first.evaluate(
+            "img => getComputedStyle(img).filter")
+    assert "invert" in filters["dark"] and filters["light"] == "none", filters
 
 
 def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:
@@ -485,18 +480,13 @@ def test_linkchecker_finds_no_broken_internal_link_or_anchor(site_url: str, tmp_
     assert "0 errors found" in result.stdout, result.stdout[-2000:]
 
 
-def test_pointing_at_a_glossary_word_shows_its_tooltip(browser: object, site_url: str) -> None:
+def test_pointing_at_a_glossary_word_shows_its_tooltip(page: object, site_url: str) -> None:
     """Words defined in docs/glossary.md get Material's tooltip (content.tooltips), not only the browser's title."""
-    context = browser.new_context(viewport={"width": WIDE, "height": 900})
-    try:
-        page = context.new_page()
-        page.goto(site_url + "cpu-bound/")
-        word = page.locator("article p abbr", has_text="GIL").first
-        title = word.get_attribute("title")  # Material moves it into its own tooltip on hover
-        assert title, "no glossary tooltip on the word GIL (scripts/glossary_hook.py)"
-        word.hover()
-        tooltip = page.locator(".md-tooltip2--active")
-        tooltip.wait_for(timeout=5_000)
-        assert tooltip.inner_text().strip() == title
-    finally:
-        context.close()
+    page.goto(site_url + "cpu-bound/")
+    word = page.locator("article p abbr", has_text="GIL").first
+    title = word.get_attribute("title")  # Material moves it into its own tooltip on hover
+    assert title, "no glossary tooltip on the word GIL (scripts/glossary_hook.py)"
+    word.hover()
+    tooltip = page.locator(".md-tooltip2--active")
+    tooltip.wait_for(timeout=5_000)
+    assert tooltip.inner_text().strip() == title

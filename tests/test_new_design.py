@@ -101,6 +101,7 @@ def copy_repository(target: Path) -> None:
 class Scratch:
     root: Path
     changed: set[str]  # files the command wrote or changed
+    site: Path  # where the copy's strict build went
     after: dict[str, subprocess.CompletedProcess[str]]  # the checks run in the copy once the command wrote it
 
 
@@ -139,7 +140,8 @@ def scratch(tmp_path_factory: pytest.TempPathFactory, rendered: dict[Path, str])
     assert made.returncode == 0, made.stdout + made.stderr
     after = snapshot(root)
     changed = {path for path, digest in after.items() if before.get(path) != digest}
-    return Scratch(root, changed, checks_after(root, root.parent / "site"))
+    site = root.parent / "site"
+    return Scratch(root, changed, site, checks_after(root, site))
 
 
 def readme_steps() -> list[str]:
@@ -169,7 +171,7 @@ def test_the_new_design_keeps_the_http_contract(scratch: Scratch) -> None:
 def test_the_site_builds_strictly_with_the_new_page(scratch: Scratch) -> None:
     built = scratch.after["build"]
     assert built.returncode == 0, built.stderr[-4000:]
-    assert (scratch.root.parent / "site" / "designs" / NAME / "index.html").exists()
+    assert (scratch.site / "designs" / NAME / "index.html").exists()
 
 
 def test_the_generated_files_are_up_to_date(scratch: Scratch) -> None:
