@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from harness.clients import probe
 from harness.model.catalogue import Design, load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.system import connections, launcher, postgres, processes
@@ -59,12 +60,18 @@ def database_stopped_after_the_session() -> Iterator[None]:
 def started(design: Design, tmp_path: Path, delay: float = 0.0, work: int = 0) -> Iterator[processes.RunningServer]:
     """A design listening on a free loopback port (with --work N if asked); stopped (whole process group) on exit.
 
-    A design that talks to PostgreSQL gets the scratch cluster's DSN (database_dsn).
+    A design that talks to PostgreSQL gets the scratch cluster's DSN (database_dsn), and one request is answered
+    before it is yielded: Gunicorn listens before its worker has opened its pool (16 scram-sha-256 logins, over a
+    second on a busy machine), so a test's first request would otherwise time the logins too (CI once saw ten
+    overlapped 0.3 s calls take 1.6 s that way), or wait in the backlog for a worker a stop would never start.
     """
     port = processes.free_port()
     workdir = tmp_path / (f"{design.name}-work-{work}" if work else design.name)
     database = database_dsn() if launcher.needs_database(design) else None
     with launcher.running_design(design, port, delay, workdir, work=work, database=database) as server:
+        if database:
+            answer = probe.get(server.host, server.port, "/db", timeout=30)
+            assert answer.status == 200, f"{design.name} did not answer its first query: {server.stderr_tail()}"
         yield server
 
 
