@@ -542,7 +542,7 @@ class Subcommand(NamedTuple):
     handler: Callable[[Catalogue, argparse.Namespace], int]
 
 
-# Every subcommand, in the order of this module's docstring (tests/test_suite_shape.py compares the two).
+# Every subcommand, in the order of this module's docstring (tests/harness/test_suite_shape.py compares the two).
 SUBCOMMANDS: dict[str, Subcommand] = {
     "list": Subcommand("the design catalogue", with_json, command_list),
     "scenarios": Subcommand("the scenario catalogue", with_json, command_scenarios),

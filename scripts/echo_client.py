@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Standalone on purpose: no harness import. tests/test_standalone_copies.py keeps its copied helpers exact.
+# Standalone on purpose: no harness import. tests/harness/clients/test_standalone_copies.py keeps its copied helpers exact.
 """Echo load client: open N connections at once, send one sentence on each, check every reply.
 
     python scripts/echo_client.py --port 8000 --connections 1000

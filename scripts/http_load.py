@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Standalone on purpose: no harness import. tests/test_standalone_copies.py keeps its copied helpers exact.
+# Standalone on purpose: no harness import. tests/harness/clients/test_standalone_copies.py keeps its copied helpers exact.
 """HTTP load client: closed loop (as ab, hey and wrk) or open loop (a fixed schedule), with a timeline.
 
     python scripts/http_load.py http://127.0.0.1:8000/ --requests 1000 --concurrency 10

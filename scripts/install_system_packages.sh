@@ -12,7 +12,7 @@ declare -A package_for=(
   [ss]=iproute2
   [nc]=netcat-openbsd  # the pages send hand-made requests with nc
   [npm]=npm            # fetches the site's pinned mermaid bundle (scripts/install_site_assets.sh)
-  [chromium]=chromium  # the browser tests (tests/test_browser.py) drive it through Playwright
+  [chromium]=chromium  # the browser tests (tests/site/test_browser.py) drive it through Playwright
   [valgrind]=valgrind  # callgrind counts instructions per request (bench.py instructions)
   [strace]=strace      # the timeline scenario traces the server's system calls (harness/system/syscall_trace.py)
 )

@@ -10,7 +10,7 @@ it is answered at once with a response built once a second, and the keep-alive
 timer, still armed, only learns when the wait began again. Anything else takes
 the hardened design's long way.
 Grows from: hardened_event_loop.py (its parser, limits, armour, serving and
-plumbing are kept word for word, which tests/test_server_files.py checks), with
+plumbing are kept word for word, which tests/servers/test_server_files.py checks), with
 the recipe of uvloop_protocol_keep_alive.py and docs/how-fast.md: uvloop's event
 loop, cached responses, the common case first, parsed heads remembered.
 
@@ -25,7 +25,7 @@ valid Host and no header that changes the framing: browsers', curl's, proxies'),
 heads the full parser found common are remembered, and another new head is given
 to the parser once. A head over MAX_COMMON_HEAD_BYTES, a segment with part of a head or more than one, a
 refused head, and any request that is not common go the long way, where the
-parser answers exactly as in hardened_event_loop.py. tests/test_fast_and_correct.py
+parser answers exactly as in hardened_event_loop.py. tests/servers/test_fast_and_correct.py
 holds the fast path to the parser, table by table.
 Known limits, on purpose: those of hardened_event_loop.py (GET only, no TLS, no
 HTTP/2, one thread), and uvloop is not in the standard library. The fast path

@@ -4,7 +4,7 @@ The model: one event loop; a coroutine accepts with loop.sock_accept and starts
 a task per connection, which reads with a single loop.sock_recv(1024), answers
 with loop.sock_sendall and closes. While one task waits for its client, the
 loop runs the others. This file keeps the naive protocol handling of the
-article's server on purpose, so tests/test_async101_naive.py can show what it
+article's server on purpose, so tests/servers/test_async101_naive.py can show what it
 costs. It is NOT a design to copy: asyncio_sock_api.py is the same loop done
 properly.
 Grows from: naive_blocking_accept_loop.py (the same handler, awaited on one event loop).
@@ -12,7 +12,7 @@ Grows from: naive_blocking_accept_loop.py (the same handler, awaited on one even
 Run:   python servers/naive_asyncio_sock_api.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -r -l -n 1000 -c 150 http://127.0.0.1:8000/
 
-Naive on purpose, and what breaks (each one proved by tests/test_async101_naive.py):
+Naive on purpose, and what breaks (each one proved by tests/servers/test_async101_naive.py):
 - One sock_recv(1024) is taken to be the whole request. A request that arrives
   in pieces is judged by its first piece: "GE" alone gets 400 Bad Request.
 - Whatever the client sent beyond that read stays unread when close() runs, and

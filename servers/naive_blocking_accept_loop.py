@@ -3,14 +3,14 @@
 The model: one thread accepts a connection, reads the request with a single
 recv(1024), answers from the request line alone, closes, and accepts the next.
 This file keeps the naive protocol handling of the article's server on purpose,
-so tests/test_async101_naive.py can show what it costs. It is NOT a design to copy:
+so tests/servers/test_async101_naive.py can show what it costs. It is NOT a design to copy:
 sequential_sockets.py is the same loop done properly.
 Grows from: sequential_sockets.py (the same loop, with its protocol care taken out).
 
 Run:   python servers/naive_blocking_accept_loop.py [--host 127.0.0.1] [--port 8000] [--delay 0.1] [--work 0]
 Load:  ab -r -l -n 1000 -c 150 http://127.0.0.1:8000/
 
-Naive on purpose, and what breaks (each one proved by tests/test_async101_naive.py):
+Naive on purpose, and what breaks (each one proved by tests/servers/test_async101_naive.py):
 - One recv(1024) is taken to be the whole request. A request that arrives in
   pieces is judged by its first piece: "GE" alone gets 400 Bad Request.
 - Whatever the client sent beyond that read stays unread when close() runs, and

@@ -1,4 +1,4 @@
-"""Two tiny servers for tests/test_hostile.py: one that does each case right, one that does it wrong.
+"""Two tiny servers for tests/harness/suites/test_hostile.py: one that does each case right, one that does it wrong.
 
 Run:  python tests/hostile_servers.py good|bad --port P
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
+
+from harness.model.paths import REPO_ROOT
 
 
 @functools.lru_cache(maxsize=256)
@@ -36,3 +39,20 @@ def top_level_names(tree: ast.Module | None, text: str, span: tuple[int, int] | 
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             named[node.targets[0].id] = segment(lines, node)
     return named
+
+
+def code_lines(text: str) -> list[str]:
+    """The file's lines after its module docstring (each file's docstring names itself: its Run line, its library)."""
+    docstring = ast.parse(text).body[0]
+    assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant), "no module docstring"
+    return text.splitlines()[docstring.end_lineno:]
+
+
+def differing_lines(base: str, variant: str, code_only: bool = False) -> list[str]:
+    """The lines that differ between two files, as diff shows them ('+ ...' added, '- ...' removed).
+
+    `code_only`: compare what follows the module docstrings.
+    """
+    texts = [(REPO_ROOT / name).read_text(encoding="utf-8") for name in (base, variant)]
+    base_lines, variant_lines = (code_lines(text) if code_only else text.splitlines() for text in texts)
+    return [line for line in difflib.ndiff(base_lines, variant_lines) if line[:2] in ("+ ", "- ")]

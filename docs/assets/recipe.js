@@ -1,7 +1,7 @@
 /* The recipe's calculator (docs/recipe.md): the reader's numbers in, workers, threads, pools, timeouts and
    configuration out. Plain JavaScript, no library, no network: the constants come from the JSON the page
    embeds (docs/_generated/recipe/rules.json, written from scripts/harness/model/deployment_recipe.py), and
-   the arithmetic mirrors that module's recipe() line for line; tests/test_recipe_calculator.py checks the
+   the arithmetic mirrors that module's recipe() line for line; tests/site/test_recipe_calculator.py checks the
    two agree in Chromium. Without JavaScript the page's worked examples stand in for it. */
 (function () {
   "use strict";

@@ -18,5 +18,5 @@ design through the launcher (its own process group, stopped as the design declar
 happens), verifies that it answers correctly, drives a load tool against it, and writes its
 record to results/ in one atomic write. render/site.py's registry (RENDERERS) turns records into
 the Markdown tables and plots the pages include; `render --check` fails on a stale file.
-tests/test_layers.py keeps the layers, the one launcher and the registry as drawn here.
+tests/harness/test_layers.py keeps the layers, the one launcher and the registry as drawn here.
 """

@@ -233,7 +233,7 @@ def verify_naive_http(host: str, port: int) -> list[str]:
     """The lighter check for the deliberately naive variants: a 200 carrying the page, read until close.
 
     They break the contract on purpose (no Date, a single recv), so only what a
-    reader would see in a browser is checked; tests/test_async101_naive.py proves
+    reader would see in a browser is checked; tests/servers/test_async101_naive.py proves
     what breaks.
     """
     try:

@@ -20,7 +20,7 @@ after the `restart` line.
 Run:   python scripts/harness/clients/restart_probe.py --port 8000 --idle 2 --long 2 --next-after 1 4
 Known limits: loopback only; GET / with answers framed by Content-Length (every design here).
 It runs as a subprocess and imports nothing from the harness; read_answer is a copy of
-clients/idle_race.py's, held to it by tests/test_standalone_copies.py.
+clients/idle_race.py's, held to it by tests/harness/clients/test_standalone_copies.py.
 """
 
 from __future__ import annotations

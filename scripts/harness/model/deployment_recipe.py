@@ -9,7 +9,7 @@ that back it, and where it is *not* measured here (more than two CPUs, PgBouncer
 them; `RULES` is also written, by the renderer, to docs/_generated/recipe/rules.json, which the
 page's calculator (docs/assets/recipe.js) reads: the constants are said once, here. The arithmetic
 exists twice (Python for the worked examples and the stack check, JavaScript for the calculator);
-tests/test_recipe_calculator.py runs the page in Chromium and checks the two agree on a set of inputs.
+tests/site/test_recipe_calculator.py runs the page in Chromium and checks the two agree on a set of inputs.
 
 Known limits: a recipe for one kind of service (requests that compute, then wait on a database); no
 streaming, websockets or idle connections (see docs/which-model.md); the counts past two CPUs are the

@@ -3,7 +3,7 @@
 Read from scripts/catalogue/real-servers/settings.toml (its header says how the defaults were
 read). Real servers run at their defaults unless a scenario is about a setting; this list is
 the disclosure of everything else, shown on the methodology page and checked by
-tests/test_real_server_settings.py against the configuration files and catalogue commands.
+tests/servers/test_real_server_settings.py against the configuration files and catalogue commands.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ NAME = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")  # the catalogue's names: 
 FIRST_KEYS = ("name", "title", "kind", "file", "page", "model", "concurrent", "reproduces")
 GROWS_FROM_LINE = re.compile(r"^Grows from:.*?(?=\n\n|\Z)", re.M | re.S)  # to the end of its paragraph
 HEADER_LINE = re.compile(r"^\[")  # a TOML table header: the end of the entry above it
-SKIPPED_BLOCK = '<!--pytest.mark.skip(reason="included file: tested by tests/test_behaviour.py")-->'
+SKIPPED_BLOCK = '<!--pytest.mark.skip(reason="included file: tested by tests/servers/test_behaviour.py")-->'
 
 
 class NewDesignError(ValueError):

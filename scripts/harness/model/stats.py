@@ -1,7 +1,7 @@
 """Small statistics the harness and the renderer share.
 
 scripts/http_load.py and scripts/echo_client.py carry copies of percentile and latency_summary
-(they run without the harness); tests/test_standalone_copies.py keeps the copies identical to these.
+(they run without the harness); tests/harness/clients/test_standalone_copies.py keeps the copies identical to these.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def group_grids(record: ConformanceRecord, behind_nginx: bool) -> str:
     for group, cases in grouped_cases(record):
         if not cases:  # a run of chosen cases (--case) leaves some groups empty
             continue
-        # A group of many cases is drawn in parts, so a table fits the content column at 1280 px (tests/test_browser.py)
+        # A group of many cases is drawn in parts, so a table fits the content column at 1280 px (tests/site/test_browser.py)
         for part in (cases[start:start + MAX_COLUMNS] for start in range(0, len(cases), MAX_COLUMNS)):
             columns = [Column(str(numbers[case.id]), f"{CASES_PAGE}#{case_anchor(case)}", case.short) for case in part]
             rows = _merged_rows(part, numbers, designs)  # forty near-identical rows read as one

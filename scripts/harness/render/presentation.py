@@ -16,7 +16,7 @@ later takes a free colour and leaves every earlier design's colour as it was. Th
 the catalogue position, a second cue where two lines share a colour.
 
 Tables fit the content column at 1280 px, except the few marked with `wide_table`: those scroll
-inside themselves with the first column pinned (docs/assets/site.css), and tests/test_browser.py
+inside themselves with the first column pinned (docs/assets/site.css), and tests/site/test_browser.py
 lets exactly them be wider than the column.
 """
 
@@ -86,7 +86,7 @@ def design_style(name: str) -> dict[str, str]:
     return {"color": design_colour(name), "marker": design_marker(name), "label": name}
 
 
-WIDE_TABLE_CLASS = "wide-table"  # docs/assets/site.css pins the first column; tests/test_browser.py allows the width
+WIDE_TABLE_CLASS = "wide-table"  # docs/assets/site.css pins the first column; tests/site/test_browser.py allows the width
 
 
 def wide_table(markdown: str) -> str:

@@ -11,7 +11,7 @@ stale), but from the catalogue and the nav, never from records.
 
 Known limit: the nav is read by a small reader of the subset of YAML mkdocs.yml's nav
 uses (`- Title: page`, `- Title:` then an indented list, `- page`, quoted titles,
-comments); tests/test_servers_index.py checks its order against a full YAML parse.
+comments); tests/servers/test_servers_index.py checks its order against a full YAML parse.
 """
 
 from __future__ import annotations

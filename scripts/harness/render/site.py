@@ -277,7 +277,7 @@ EQUAL_WORK_SINCE = "2026-11-25T17:57:26Z"
 
 
 def work_per_request(record: ScenarioRecord) -> str:
-    """The work every server in the table does for each request: the same for all (tests/test_equal_work.py)."""
+    """The work every server in the table does for each request: the same for all (tests/servers/test_equal_work.py)."""
     settings = record.settings
     if record.scenario.tool in LINE_ECHO_TOOLS:
         return "Work per request, the same for every server: read a line, echo it back."
@@ -369,7 +369,7 @@ def table_head(record: ScenarioRecord, with_name: bool, every_column: bool = Fal
 
 
 # The full table is wider than the page: it sits in a collapsed block whose `wide-table` class lets it
-# scroll inside itself with the first column pinned (docs/assets/site.css; tests/test_browser.py
+# scroll inside itself with the first column pinned (docs/assets/site.css; tests/site/test_browser.py
 # allows exactly these tables to be wider than the content column).
 def every_column_toggle(record: ScenarioRecord) -> str:
     """The toggle that opens the full table, naming what it adds."""

@@ -21,7 +21,7 @@ from harness.render.presentation import design_link, design_style
 
 RECORD = "streaming.json"
 STOP_TIMEOUT_RECORD = "streaming-stop-timeout.json"  # `bench.py streaming --phase stop-timeout`: that phase alone
-# The stream designs, in table order (tests/test_streaming.py keeps this the catalogue's kind = "stream").
+# The stream designs, in table order (tests/servers/test_streaming.py keeps this the catalogue's kind = "stream").
 STREAM_DESIGNS = ("sse-thread-per-connection", "sse-thread-pool", "sse-asyncio-streams", "sse-asyncio-no-drain",
                   "sse-uvicorn", "sse-granian", "sse-uvicorn-stop-timeout", "sse-granian-stop-timeout")
 # Each server at its defaults, its bounded twin, and the option that bounds the stop (read from the record's command).

@@ -25,7 +25,7 @@ The suites, each with its subcommand:
     recipe          recipe            the recipe's configurations on the real stack; a CPU quota
     streaming       streaming         server-sent-event streams: held, slow readers, a stop
 
-tests/test_suite_shape.py keeps this list, the suites' shape and bench.py's table of subcommands in step.
+tests/harness/test_suite_shape.py keeps this list, the suites' shape and bench.py's table of subcommands in step.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Launch a design exactly as the catalogue says: its command line, its config file, a reverse proxy.
 
-Every start of a design goes through here, and a test (tests/test_layers.py) fails when another
+Every start of a design goes through here, and a test (tests/harness/test_layers.py) fails when another
 module builds a design's command or starts a server itself: `bench.py serve` (`started_design`),
 `check`, every cell of a run, every suite (balance, restart, hostile, idle, how-fast) and the
 tests (tests/conftest.py `started`) use `running_design`. What suites differ in is a parameter:

@@ -7,7 +7,7 @@ before it starts, with a message that says so.
 
 scripts/http_load.py and scripts/echo_client.py carry copies of FILES_MARGIN,
 OpenFilesLimitError and raise_open_files_limit (they run without the harness);
-tests/test_standalone_copies.py keeps the copies identical to these.
+tests/harness/clients/test_standalone_copies.py keeps the copies identical to these.
 
 The other way round, for the hostile suite's case 15: lower_group_open_files lowers the limit of a
 server that is already running and answering (prlimit(2), as `prlimit --pid` does), so the case

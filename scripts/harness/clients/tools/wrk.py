@@ -37,7 +37,7 @@ correction is exact arithmetic on the histogram, so `batch_latency_ms` undoes
 it from the histogram wrk_pipeline.lua prints, and summarises the batches. A
 check that it worked: the batches recovered equal the answers / N (less the
 batches cut by the end of the run), and their mean is what Little's law gives
-a closed loop, connections x N / rate (tests/test_keep_alive_scenarios.py).
+a closed loop, connections x N / rate (tests/harness/clients/test_keep_alive_scenarios.py).
 
 Keep-alive: wrk keeps connections open and reconnects whenever a response says
 `Connection: close`, which our designs always do; wrk counts no error for it.

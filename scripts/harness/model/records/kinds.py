@@ -1,5 +1,5 @@
 """Every record kind, by the `kind` (or, in older suites, `suite`) its JSON names: the one list of typed record
-classes. tests/test_typed_records.py reads every file in results/ through the class its data names here."""
+classes. tests/harness/model/test_typed_records.py reads every file in results/ through the class its data names here."""
 
 from __future__ import annotations
 

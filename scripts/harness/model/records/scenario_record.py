@@ -12,7 +12,7 @@ made the run. Tools still report one flat dict (clients/tools/*.py); `Run.from_r
 
 Records on disk are not rewritten: schema 1 (flat runs) is read through the migration to 2, which sorts each run's
 keys with the same function (nested_run), and every record written from now on is schema 2. A test reads every
-committed record and checks that the migration only moved keys (tests/test_typed_records.py)."""
+committed record and checks that the migration only moved keys (tests/harness/model/test_typed_records.py)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def harness_names(docstring: str) -> list[str]:
 
 def suite_lines(docstring: str) -> dict[str, str]:
     """suites/__init__.py's table: subcommand -> the module under harness.suites that measures it."""
-    table = docstring.split("The suites, each with its subcommand:")[1].split("tests/test_suite_shape.py")[0]
+    table = docstring.split("The suites, each with its subcommand:")[1].split("tests/harness/test_suite_shape.py")[0]
     return dict(re.findall(r"^\s{4}([a-z-]+)\s+([a-z_]+)\s", table, re.M))
 
 

@@ -28,7 +28,7 @@ from harness.system import processes
 
 from conftest import CATALOGUE
 
-TEST_SERVERS = Path(__file__).with_name("hostile_servers.py")
+TEST_SERVERS = REPO_ROOT / "tests" / "hostile_servers.py"
 SUITE = cases.load_suite()
 # Short bounds and small counts: the tiny servers time out within 1 s.
 SETTINGS = dataclasses.replace(SUITE.run_settings(quick=True), bound=2.5, short_bound=2.5, idle_connections=20,

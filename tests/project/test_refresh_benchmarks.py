@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "refresh_benchmarks.sh"
 ALL_STEPS = ["scripts/bench.py run", "scripts/bench.py run --out results/rerun", "scripts/bench.py hostile",
              "scripts/bench.py restart", "scripts/bench.py restart --in-flight", "scripts/bench.py balance",

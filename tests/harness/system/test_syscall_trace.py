@@ -15,10 +15,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.model.paths import REPO_ROOT
 from harness.model.catalogue import load_catalogue
 from harness.system import launcher, ports, processes, syscall_trace
 
-FIXTURES = Path(__file__).parent / "fixtures" / "strace"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "strace"
 
 
 def trace(name: str) -> list[str]:

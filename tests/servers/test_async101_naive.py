@@ -14,7 +14,7 @@ setting in a private network namespace (skipped where one cannot be made), and
 a captured ab output keeps the evidence for every machine.
 
 Run in a private namespace by hand (what the live test does):
-    unshare --map-root-user --net python tests/test_async101_naive.py DESIGN ABORT_ON_OVERFLOW
+    unshare --map-root-user --net python tests/servers/test_async101_naive.py DESIGN ABORT_ON_OVERFLOW
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "scripts"))
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(REPO_ROOT / "scripts"), str(REPO_ROOT / "tests")]  # also run as a script (main, below)
 
 from harness.clients import probe  # noqa: E402
 from harness.clients.tools.ab import parse_summary  # noqa: E402
@@ -182,9 +182,10 @@ def test_a_silent_client_does_not_hold_up_the_naive_asyncio_server(tmp_path) -> 
     assert queued is not None and queued < LISTEN_BACKLOG
     assert [status for _, status in results] == [200] * clients
     slow_connects = [connected for connected, _ in results if connected >= SYN_RETRY_SECONDS]
-    # None on an idle machine; a CPU taken by something else can delay the loop's accepts for a moment
-    # and drop a SYN or two. In the blocking server's test at least 34 of these clients wait.
-    assert len(slow_connects) <= 5
+    # None on an idle machine; a CPU taken by something else delays the loop's accepts and drops a few SYNs
+    # (16 of 168 once, beside three test workers and two other jobs on two CPUs). The blocking server's
+    # clients past its queue all wait (at least 34 in the test above): fewer than that is the difference.
+    assert len(slow_connects) < clients - LISTEN_BACKLOG - 1 - 5
 # --8<-- [end:no-hold-up]
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import http_load
 import pytest
+from harness.model.paths import REPO_ROOT
 from harness.clients import tools
 from harness.clients.tools import http_client
 from harness.system import processes
@@ -31,7 +32,7 @@ from scenario_settings import settings_of
 from conftest import CATALOGUE, started
 
 CLIENT = Path(http_load.__file__)
-FIXTURES = Path(__file__).parent / "fixtures" / "http_client"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "http_client"
 RUN_TIMEOUT = 30  # seconds for any client subprocess; the client's own --timeout is lower
 
 

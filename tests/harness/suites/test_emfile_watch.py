@@ -1,6 +1,6 @@
 """Hostile case 15's reading of the processes it watched (suites/hostile/cases.py): which ones died at their limit,
 which were started after them. Tables of watched processes, as system/open_files.DescriptorWatch leaves them; none of
-these starts a process (tests/test_hostile.py runs the case against a worker that dies and is replaced).
+these starts a process (tests/harness/suites/test_hostile.py runs the case against a worker that dies and is replaced).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import difflib
 import importlib.util
 import socket
 import time
@@ -19,6 +18,7 @@ import pytest
 from harness.model.paths import REPO_ROOT
 
 from conftest import CATALOGUE, started
+from python_source import differing_lines
 
 KEEP_ALIVE_DESIGNS = ["asyncio-protocol-keep-alive", "uvloop-protocol-keep-alive",
                       "thread-per-connection-keep-alive", "gevent-thread-per-connection"]
@@ -185,23 +185,6 @@ def test_a_malformed_request_after_a_good_one_is_refused_in_order_and_closes(des
         finally:
             client.close()
     assert statuses == [200, 400]
-
-
-def code_lines(text: str) -> list[str]:
-    """The file's lines after its module docstring (each file's docstring names itself: its Run line, its library)."""
-    docstring = ast.parse(text).body[0]
-    assert isinstance(docstring, ast.Expr) and isinstance(docstring.value, ast.Constant), "no module docstring"
-    return text.splitlines()[docstring.end_lineno:]
-
-
-def differing_lines(base: str, variant: str, code_only: bool = False) -> list[str]:
-    """The lines that differ between two files, as diff shows them ('+ ...' added, '- ...' removed).
-
-    `code_only`: compare what follows the module docstrings.
-    """
-    texts = [(REPO_ROOT / name).read_text(encoding="utf-8") for name in (base, variant)]
-    base_lines, variant_lines = (code_lines(text) if code_only else text.splitlines() for text in texts)
-    return [line for line in difflib.ndiff(base_lines, variant_lines) if line[:2] in ("+ ", "- ")]
 
 
 def test_the_gevent_file_is_the_thread_file_plus_two_lines() -> None:

@@ -12,13 +12,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness.model.paths import REPO_ROOT
 from harness.clients import tools
 from harness.clients.tools import ab, hey, wrk
 from scenario_settings import settings_of
 
 from conftest import CATALOGUE, started
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
 URL = "http://127.0.0.1:8000/"
 
 

@@ -176,15 +176,15 @@ def test_every_rendered_table_row_has_as_many_cells_as_its_header(rendered: dict
         return len(re.split(r"(?<!\\)\|", line.strip())) - 2  # leading and trailing pipes
 
     for path, content in rendered.items():
-        # figures.md: single numbers, no tables (tests/test_figures.py); peak-repeatability.md: one sentence;
-        # conformance-smuggling.md: a paragraph per smuggling case (tests/test_conformance.py); the verdicts are
-        # sentences; predict/ and timeline-player/ hold a question and a player (tests/test_pictures.py,
-        # tests/test_timeline_player.py).
+        # figures.md: single numbers, no tables (tests/harness/render/test_figures.py); peak-repeatability.md: one sentence;
+        # conformance-smuggling.md: a paragraph per smuggling case (tests/harness/suites/test_conformance.py); the verdicts are
+        # sentences; predict/ and timeline-player/ hold a question and a player (tests/harness/render/test_pictures.py,
+        # tests/site/test_timeline_player.py).
         prose = ("figures.md", "peak-repeatability.md", "conformance-smuggling.md", "verdict.md",
                  "proxy-race-verdict.md", "overload-recovery.md", "overload-tradeoff.md", "survive-cases.md",
                  "check-findings.md")
-        # recipe/check-findings.md: a line per configuration and rate (tests/test_deployment_recipe.py).
-        # free-threaded*.md: answer lines, or a sentence saying no record has come back (tests/test_free_threaded.py).
+        # recipe/check-findings.md: a line per configuration and rate (tests/harness/model/test_deployment_recipe.py).
+        # free-threaded*.md: answer lines, or a sentence saying no record has come back (tests/harness/system/test_free_threaded.py).
         if (path.suffix != ".md" or path.name in prose or path.name.startswith("free-threaded")
                 or path.parent.name in ("predict", "timeline-player")):
             continue
@@ -210,8 +210,8 @@ def test_every_snippet_is_shown_on_a_page() -> None:
 # Runnable blocks (python/bash/sh, not an --8<-- include) that nothing executes: they carry a skip marker.
 # A block marked `server` or `client` is executed (tests/codeblock_runs.py), so it does not count. 88 before
 # issue 12's run-it-yourself pairs were executed; issue 12 wants fewer than 10. Raised once, to 11, for the
-# README's `bench.py new-design` (it writes into the repository; tests/test_new_design.py runs it in a scratch copy)
-# and the free-threaded page's build (two CPython builds, minutes each; tests/test_free_threaded.py checks it).
+# README's `bench.py new-design` (it writes into the repository; tests/harness/model/test_new_design.py runs it in a scratch copy)
+# and the free-threaded page's build (two CPython builds, minutes each; tests/harness/system/test_free_threaded.py checks it).
 SKIPPED_RUNNABLE_CEILING = 11
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from harness.model.paths import REPO_ROOT
 from harness.model.catalogue import UnknownNameError
 from harness.model.records import RESULTS_DIR
 from harness.model.records.multi_process_records import BalanceRecord, Bin, RestartRecord, RestartTarget
@@ -155,8 +156,8 @@ def test_balance_counts_every_connection_each_worker_served(tmp_path) -> None:
 
 
 def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
-    one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
-    two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
+    one = json.loads((REPO_ROOT / "tests" / "fixtures" / "free_threaded" / "3.14.json").read_text())
+    two = json.loads((REPO_ROOT / "tests" / "fixtures" / "free_threaded" / "3.14t.json").read_text())
     one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
     files = multi_process_tables.multi_process_files(tmp_path / "generated", tmp_path / "plots", tmp_path, {
         "scaling-cpu-one-cpu": ScenarioRecord.from_json(one), "scaling-cpu-two-cpus": ScenarioRecord.from_json(two)})
@@ -169,8 +170,8 @@ def test_scaling_compares_each_design_on_one_cpu_and_on_two(tmp_path) -> None:
 
 
 def test_a_scaling_cell_whose_runs_disagree_is_flagged(tmp_path) -> None:
-    one = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14.json").read_text())
-    two = json.loads((Path(__file__).parent / "fixtures" / "free_threaded" / "3.14t.json").read_text())
+    one = json.loads((REPO_ROOT / "tests" / "fixtures" / "free_threaded" / "3.14.json").read_text())
+    two = json.loads((REPO_ROOT / "tests" / "fixtures" / "free_threaded" / "3.14t.json").read_text())
     one["scenario"]["id"], two["scenario"]["id"] = "scaling-cpu-one-cpu", "scaling-cpu-two-cpus"
     design = next(design for design in two["designs"] if design["name"] == "thread-per-connection")
     runs = [run for run in design["runs"] if run.get("error") is None]

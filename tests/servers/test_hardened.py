@@ -35,7 +35,7 @@ from servers import hardened_event_loop as hardened
 
 SERVER_FILE = REPO_ROOT / "servers" / "hardened_event_loop.py"
 # The cases that start `patient` or `impatient` run against the design that grows from this one too: its fast
-# path for the common request must leave every case's answer as it was (tests/test_fast_and_correct.py).
+# path for the common request must leave every case's answer as it was (tests/servers/test_fast_and_correct.py).
 FAST_AND_CORRECT = REPO_ROOT / "servers" / "fast_and_correct.py"
 SERVER_FILES = {"hardened": SERVER_FILE, "fast-and-correct": FAST_AND_CORRECT}
 PATIENT = {"hardened": (SERVER_FILE, 0.05), "fast-and-correct": (FAST_AND_CORRECT, 0.05),

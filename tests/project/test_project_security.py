@@ -2,7 +2,7 @@
 
 - Every HTTP design, hand-written or real, listens on 127.0.0.1 only when the harness
   starts it, and the real servers' own defaults are loopback too
-  (tests/test_behaviour.py checks our Python files' --host default).
+  (tests/servers/test_behaviour.py checks our Python files' --host default).
 - Every workflow grants nothing at the top and least privilege per job, pins each
   action to a full commit SHA with its version in a comment, never runs on
   pull_request_target, and never interpolates an expression into a `run:` script.

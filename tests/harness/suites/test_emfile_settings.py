@@ -2,7 +2,7 @@
 a held connection, and the table the page shows. None of these starts a server.
 
 The measurement itself (`bench.py hostile --emfile-settings`) runs case 15 through the hostile suite's run_case,
-which tests/test_hostile.py and tests/test_emfile.py exercise against real servers.
+which tests/harness/suites/test_hostile.py and tests/servers/test_emfile.py exercise against real servers.
 """
 
 from __future__ import annotations

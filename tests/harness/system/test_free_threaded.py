@@ -18,7 +18,7 @@ from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import free_threaded
 from harness.system import gil_report, launcher
 
-FIXTURES = Path(__file__).parent / "fixtures" / "free_threaded"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "free_threaded"
 BUILD = REPO_ROOT / "scripts" / "build_free_threaded_python.sh"
 
 

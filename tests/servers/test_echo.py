@@ -34,7 +34,7 @@ from conftest import CATALOGUE, first_line_served, started
 ECHO_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "echo"]
 GRACEFUL_DESIGNS = [design for design in ECHO_DESIGNS if design.extra.get("finishes_in_flight", True)]
 CLIENT = REPO_ROOT / "scripts" / "echo_client.py"
-FIXTURES = Path(__file__).parent / "fixtures" / "echo_client"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "echo_client"
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"
 
 

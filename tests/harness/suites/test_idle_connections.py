@@ -10,9 +10,10 @@ from pathlib import Path
 
 import bench
 import pytest
+from harness.model.paths import REPO_ROOT
 from harness.model.records.idle_record import IdleRecord
 
-FIXTURE = Path(__file__).parent / "fixtures" / "idle" / "hardened.json"  # written before records had a schema
+FIXTURE = REPO_ROOT / "tests" / "fixtures" / "idle" / "hardened.json"  # written before records had a schema
 
 
 def run(tmp_path, *args: str) -> tuple[int, IdleRecord | None]:

@@ -1,13 +1,13 @@
 """Fast and correct: its fast path for the common request, held to the full parser with tables of exact bytes.
 
 The design (servers/fast_and_correct.py) keeps the hardened design's parser word for word
-(tests/test_server_files.py holds the copies identical) and puts a fast path in front of it:
+(tests/servers/test_server_files.py holds the copies identical) and puts a fast path in front of it:
 common_request(data) says whether one segment is exactly one common request (a GET of the
 page, keep-alive, no body) and in which HTTP version. The fast path may answer less than the
 parser does, never more: for every head below, whole, its verdict must be what the parser's
 verdict implies. The tables name each class of head a strict parser refuses; a seeded fuzz
 mutates the common heads a byte at a time. The end-to-end cases of issue 9 run against this
-design too, at delay 0 where the fast path answers (tests/test_hardened.py, `patient` and
+design too, at delay 0 where the fast path answers (tests/servers/test_hardened.py, `patient` and
 `impatient`); the tests at the end are what only the fast path does: its keep-alive timer.
 """
 
@@ -210,7 +210,7 @@ def test_the_pattern_matches_only_what_the_parser_takes_as_a_common_http_1_1_req
 
 @pytest.mark.parametrize("case", list(VALID) + list(INVALID))
 def test_the_fast_path_agrees_with_the_parser_on_the_hardened_tables(case: str) -> None:
-    """The hardened design's tables (tests/test_hardened.py), each request as one segment."""
+    """The hardened design's tables (tests/servers/test_hardened.py), each request as one segment."""
     raw = (VALID | INVALID)[case][0]
     assert design.common_request(raw) == common_by_the_parser(raw)
 

@@ -21,6 +21,7 @@ from harness.clients import probe
 from harness.model.catalogue import Design
 from harness.system import launcher, postgres, processes
 from process_table import all_processes
+from python_source import differing_lines
 from scenario_settings import settings_of
 
 from conftest import CATALOGUE
@@ -245,7 +246,6 @@ def test_a_server_that_dies_while_starting_shows_its_log() -> None:
 
 def test_the_gevent_file_is_the_thread_per_connection_file_plus_monkey_patching() -> None:
     """After their docstrings, gevent_psycopg.py is thread_per_connection_psycopg.py and two lines (the page says so)."""
-    from test_keep_alive_designs import differing_lines
     assert differing_lines("servers/thread_per_connection_psycopg.py", "servers/gevent_psycopg.py",
                            code_only=True) == [
         "+ from gevent import monkey  # first, before any other import, so every later one gets the patched modules",

@@ -4,7 +4,7 @@ The record side: http_load.py's timeline gives each request its worker and its m
 render/timeline_player.py turns a record into one snippet per design and the home page's pairs, or
 nothing for a record made before the moments existed. The browser side plays, pauses, steps and
 switches the pair on the built site (the session's strict build and server, shared with
-tests/test_browser.py), by mouse and by keyboard; it asserts the state the player publishes on its
+tests/site/test_browser.py), by mouse and by keyboard; it asserts the state the player publishes on its
 element (data-time, data-playing, data-pair), never a duration.
 """
 
