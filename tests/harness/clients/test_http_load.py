@@ -282,11 +282,17 @@ def test_ctrl_c_stops_the_run_and_still_reports(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
         client = subprocess.Popen([sys.executable, str(CLIENT), url, "--requests", "10", "--concurrency", "2",
                                    "--timeout", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        held = []
         try:
-            time.sleep(1.0)  # started, and waiting for answers that never come
+            # Started, and waiting for answers that never come: both connections accepted. A fixed sleep was not
+            # enough beside a busy machine: a Ctrl-C before the run has started gives "no report" (exit 130 too).
+            silent.settimeout(RUN_TIMEOUT)
+            held = [silent.accept()[0] for _ in range(2)]
             client.send_signal(signal.SIGINT)
             stdout, stderr = client.communicate(timeout=RUN_TIMEOUT)
         finally:
+            for connection in held:
+                connection.close()
             if client.poll() is None:
                 client.kill()
                 client.communicate()
