@@ -11,11 +11,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.model.paths import REPO_ROOT
-from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.typed import Typed
+
+if TYPE_CHECKING:
+    from harness.model.records.scenario_record import ScenarioRecord
 
 RESULTS_DIR = REPO_ROOT / "results"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
@@ -73,8 +75,9 @@ def load_scenario_records(results_dir: Path = RESULTS_DIR) -> dict[str, Scenario
     are their renderers' to read. A record of the wrong shape or a newer schema is a RecordShapeError naming it.
     """
     # Here, not at the top: kinds.py imports every kind's module, and some of those import modules (the plans'
-    # settings) that import records.typed, which runs this package first.
+    # settings, the scenario settings) that import records.typed, which runs this package first.
     from harness.model.records.kinds import record_class
+    from harness.model.records.scenario_record import ScenarioRecord
 
     records = {}
     for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
