@@ -18,7 +18,7 @@ from harness.clients import tools
 from harness.model import settings
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.records.typed import NON_EMPTY, RecordShapeError, type_name
+from harness.model.typed import NON_EMPTY, RecordShapeError, type_name
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 DESIGN = """

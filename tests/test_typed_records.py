@@ -17,7 +17,7 @@ from harness.model.records.how_fast_records import StepsRecord
 from harness.model.records.kinds import record_class
 from harness.model.records.scenario_record import (EXTRAS_BY_TOOL, HttpClientExtras, Run, RunnerExtras,
                                                    ScenarioRecord, WrkExtras)
-from harness.model.records.typed import RecordShapeError, Typed, migrate, optional
+from harness.model.typed import RecordShapeError, Typed, migrate, optional
 from harness.model.settings import TOOL_READS
 
 

@@ -30,7 +30,7 @@ rule 12), checked by check_measurement below:
   also marks any measured run shorter than MIN_RUN_SECONDS as an error (suites/runner.py), so a
   server fast enough to beat the estimate still never shows a sub-second number.
 
-A setting's type is its annotation, checked by the records' reader (records/typed.py, read_value) and said in
+A setting's type is its annotation, checked by the one reader of catalogue and records (typed.py, read_value) and said in
 words by its type_name (errors here, the catalogue README's table): no table of type names beside it.
 
 To add a setting: one field of ScenarioSettings below; for a tool setting, also its name in the
@@ -46,7 +46,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from harness.model.records.typed import NON_EMPTY, Check, RecordShapeError, Typed, field_types, read_value, type_name
+from harness.model.typed import NON_EMPTY, Check, RecordShapeError, Typed, field_types, read_value, type_name
 
 HARNESS, TOOL = "harness", "tool"
 NAME_KEYS = {"id", "title", "article", "tool", "designs", "quick", "published"}  # a scenario's names, not settings

@@ -4,7 +4,7 @@ record, and what a renderer reads back (both sides read them, so they live in th
 HostileSettings is the `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each
 is), StepsSettings says how a how-fast steps record was measured (suites/how_fast.py), CountSettings how
 the instruction counts were made (suites/instructions.py). Each is a typed part of its record
-(model/records/typed.py), read strictly: a key it does not know is refused, naming the nearest one.
+(model/typed.py), read strictly: a key it does not know is refused, naming the nearest one.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import field
 from typing import Any
 
 from harness.model.instruction_counts import AGREEMENT
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 class HostileSettings(Typed):

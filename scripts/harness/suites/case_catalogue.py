@@ -5,7 +5,7 @@ the conformance corpus's scripts/catalogue/conformance/cases.toml) reads it into
 CaseCatalogue: its `[suite]` settings, the `[suite.quick]` overrides for `--quick`, and its cases
 in the catalogue's order. A subclass says which names select a case (`names`); `select` then
 takes the command line's `--case` arguments the same way in every suite. A run reads its settings
-typed: each suite's own Typed class, read by `typed_settings` (model/records/typed.py: an unknown key, a missing
+typed: each suite's own Typed class, read by `typed_settings` (model/typed.py: an unknown key, a missing
 one or a value of the wrong type is an error naming the file and the key).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from harness.model.catalogue import UnknownNameError
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 T = TypeVar("T", bound=Typed)
 

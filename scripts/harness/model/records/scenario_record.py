@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any, ClassVar, Self
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import RecordShapeError, Typed, any_age, optional, tagged
+from harness.model.typed import RecordShapeError, Typed, any_age, optional, tagged
 from harness.model.settings import NAME_KEYS, ScenarioSettings
 
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from harness.model.catalogue import CATALOGUE_DIR
 from harness.model.records.conformance_record import CaseGroup, ConformanceCase, ConformanceRunSettings
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"

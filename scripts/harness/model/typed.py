@@ -1,8 +1,9 @@
-"""Typed records: a record's shape as frozen dataclasses, read from JSON and written back to it.
+"""Typed data, the one checker of the harness: the records' and the catalogue's tables' shapes as frozen dataclasses,
+read from JSON (or TOML) and written back to it.
 
 A record kind is a dataclass deriving from `Typed` whose fields are the record's keys, typed with
 what this module can check: str, int, float (an int is a float too), bool, Any (kept as it is), a
-Typed class, list[T], dict[str, T] and T | None. Reading (`Kind.from_json(data)`) checks every key:
+Typed class, list[T], dict[K, T], T | None, Literal[...] and Annotated[T, Check(...)]. Reading (`Kind.from_json(data)`) checks every key:
 one the class does not know is an error naming the key, where it is and the nearest known key, so a
 misspelt key fails where it is written or read, not as a silent None in a table. A key the data
 lacks reads as the field's default (records written before a field existed still load); a field
@@ -16,8 +17,8 @@ bring each older version's data up to it, one version at a time; `from_json` app
 records load without being rewritten. Data of a newer version than the code is refused. Its `schema` field
 defaults to SCHEMA, so a record made now carries the version its class writes without a writer saying it.
 
-This is the one checker of the harness's data: the catalogue's scenario tables are read by it too, from
-ScenarioSettings' annotations (model/settings.py). An annotation may add a condition in words with
+The catalogue's scenario tables are checked by it too, against ScenarioSettings' annotations (model/settings.py),
+and the suites' `[suite]` tables and plans are read by it. An annotation may add a condition in words with
 `Annotated[T, Check(...)]` (NON_EMPTY: a list with at least one item) and name the values it allows with
 `Literal[...]`; `type_name` says any annotation in words, for errors and the catalogue's README. A field made with
 `any_age()` is read leniently (`from_json(data, lenient=True)`), as a record of any age: keys its class no longer
