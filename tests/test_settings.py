@@ -18,7 +18,6 @@ from harness.clients import tools
 from harness.model import settings
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
-from harness.model.typed import NON_EMPTY, RecordShapeError, type_name
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 DESIGN = """
@@ -136,31 +135,6 @@ def test_every_scenario_gives_typed_settings_that_its_record_gives_back() -> Non
         for variant in (full, quick):
             assert settings.ScenarioSettings.from_json(variant.to_json(), lenient=True) == variant, scenario.id
         assert set(full.to_json()) <= set(scenario.settings_table()), scenario.id
-
-
-def test_a_records_settings_are_read_leniently_and_the_catalogues_strictly() -> None:
-    """A record older than a setting's removal, or than its becoming required, still loads; a catalogue table (or
-    anything read strictly) names the key it does not know and the key it lacks."""
-    old = {"concurrency": [1], "time_limit": 1, "delay": 0, "keep_alive": False, "repeat": 1,
-           "retired_setting": 3}
-    read = settings.ScenarioSettings.from_json(old, lenient=True)
-    assert (read.work, read.requests, read.concurrency) == (0, None, [1])
-    with pytest.raises(RecordShapeError, match=r"unknown key `retired_setting`"):
-        settings.ScenarioSettings.from_json(old)
-    with pytest.raises(RecordShapeError, match=r"missing key `requests`"):
-        settings.ScenarioSettings.from_json({key: value for key, value in old.items() if key != "retired_setting"})
-    with pytest.raises(RecordShapeError, match=r"concurrency: expected non-empty list of integers, found \[\]"):
-        settings.ScenarioSettings.from_json({**old, "concurrency": []}, lenient=True)
-
-
-@pytest.mark.parametrize(("annotation", "words"), [
-    (int, "integer"), (float | None, "number"), (list[str], "list of strings"),
-    (typing.Annotated[list[int], NON_EMPTY], "non-empty list of integers"), (typing.Literal["all"], '"all"'),
-    (dict[settings.DesignName, list[str]], "table of design name -> list of strings"),
-    (settings.SETTINGS["rate"].type, "number or non-empty list of numbers"),
-])
-def test_a_type_is_said_in_words_by_one_function(annotation: typing.Any, words: str) -> None:
-    assert type_name(annotation) == words
 
 
 def readme_rows() -> dict[str, list[str]]:

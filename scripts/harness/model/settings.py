@@ -30,8 +30,8 @@ rule 12), checked by check_measurement below:
   also marks any measured run shorter than MIN_RUN_SECONDS as an error (suites/runner.py), so a
   server fast enough to beat the estimate still never shows a sub-second number.
 
-A setting's type is its annotation, checked by the one reader of catalogue and records (typed.py, read_value) and said in
-words by its type_name (errors here, the catalogue README's table): no table of type names beside it.
+A setting's type is its annotation, checked by the one reader of catalogue and records (typed.py, read_value)
+and said in words by its type_name (errors here, the catalogue README's table): no table of type names beside it.
 
 To add a setting: one field of ScenarioSettings below; for a tool setting, also its name in the
 TOOL_READS entry of each load tool that reads it.

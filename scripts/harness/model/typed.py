@@ -3,7 +3,8 @@ read from JSON (or TOML) and written back to it.
 
 A record kind is a dataclass deriving from `Typed` whose fields are the record's keys, typed with
 what this module can check: str, int, float (an int is a float too), bool, Any (kept as it is), a
-Typed class, list[T], dict[K, T], T | None, Literal[...] and Annotated[T, Check(...)]. Reading (`Kind.from_json(data)`) checks every key:
+Typed class, list[T], dict[K, T], T | None, Literal[...] and Annotated[T, Check(...)].
+Reading (`Kind.from_json(data)`) checks every key:
 one the class does not know is an error naming the key, where it is and the nearest known key, so a
 misspelt key fails where it is written or read, not as a silent None in a table. A key the data
 lacks reads as the field's default (records written before a field existed still load); a field
