@@ -112,7 +112,7 @@ class ScenarioSettings(Typed):  # a frozen, keyword-only dataclass: required set
     fixed_count: str | None = _setting(HARNESS)  # why its runs end at a request count, however short (ditto)
     proxy: str | None = _setting(HARNESS)
     # Why this scenario measures through a proxy without upstream keep-alive, and the page that says so: every other
-    # behind-nginx measurement uses the proxy the site recommends (tests/test_recommended_proxy.py)
+    # behind-nginx measurement uses the proxy the site recommends (tests/harness/suites/test_recommended_proxy.py)
     proxy_http_1_0: str | None = _setting(HARNESS)
     relative_to: DesignName | None = _setting(HARNESS)
     time_limit_blocking: float | None = _setting(HARNESS)
@@ -130,7 +130,7 @@ class ScenarioSettings(Typed):  # a frozen, keyword-only dataclass: required set
     named_only: str | None = _setting(HARNESS)
     database: bool | None = _setting(HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
     # Why a database scenario closes the connection after every answer (keep_alive false): a connection per request
-    # is exactly the work around a short query, so one that does it says why (tests/test_database_records.py)
+    # is exactly the work around a short query, so one that does it says why (tests/harness/model/test_database_records.py)
     closes_connections: str | None = _setting(HARNESS)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
     sizes: dict[DesignName, Annotated[list[int], NON_EMPTY]] | None = _setting(HARNESS)
