@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.model.settings import SETTINGS, ScenarioSettings
+from harness.model.settings import ScenarioSettings
 
 
 def settings_of(**given: Any) -> ScenarioSettings:
-    """ScenarioSettings with `given`; a required setting not given is None (unset: a test of one tool's command
-    needs no scenario around it), every other setting its default."""
-    unset = {name: None for name, setting in SETTINGS.items() if setting.required and name not in given}
-    return ScenarioSettings(**unset, **given)
+    """ScenarioSettings with `given`, read as a record's (leniently): a required setting not given, or given as None,
+    is None (unset: a test of one tool's command needs no scenario around it), every other setting its default."""
+    return ScenarioSettings.from_json({name: value for name, value in given.items() if value is not None},
+                                      lenient=True)

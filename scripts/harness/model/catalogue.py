@@ -108,7 +108,7 @@ class Scenario:
 
     def settings(self, quick: bool) -> ScenarioSettings:
         """The settings a run uses: the full ones, or with the quick overrides replaced in."""
-        full = ScenarioSettings.from_table(self.settings_table())
+        full = ScenarioSettings.from_json(self.settings_table())
         return replace(full, **self.quick) if quick else full
 
     def settings_table(self) -> dict[str, Any]:

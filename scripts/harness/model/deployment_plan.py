@@ -1,6 +1,6 @@
 """The deployment suite's plan, typed: the `[race]` and `[overload]` tables of scripts/catalogue/17-deployment.toml
 (the file says what each setting is for). suites/deployment.py reads a table through its class (`RacePlan.from_json`,
-model/records/typed.py), so a key the class does not know is refused with the nearest known one, and a value of the
+model/typed.py), so a key the class does not know is refused with the nearest known one, and a value of the
 wrong type is named; the records keep the settings (records/deployment_records.py) and the renderer reads them back.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TypeVar
 
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 T = TypeVar("T", bound=Typed)
 

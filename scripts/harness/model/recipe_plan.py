@@ -1,12 +1,12 @@
 """The recipe suite's plan, typed: the `[check]` and `[quota]` tables of scripts/catalogue/18-recipe.toml (the file
-says what each setting is for). suites/recipe.py reads a table through its class (model/records/typed.py), so an
+says what each setting is for). suites/recipe.py reads a table through its class (model/typed.py), so an
 unknown key or a value of the wrong type is refused naming the file and the key; the records keep the tables whole.
 """
 
 from __future__ import annotations
 
 from harness.model.deployment_recipe import RecipeInputs
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 class CheckPlan(Typed):

@@ -1,6 +1,6 @@
 """The restart suite's plan, typed: scripts/catalogue/restart/restart.toml (the file says what each setting is
 for). suites/restart.py reads the top-level table through RestartPlan and its `[in_flight]` table through
-InFlightPlan (`from_json`, model/records/typed.py), so a key the class does not know is refused with the nearest
+InFlightPlan (`from_json`, model/typed.py), so a key the class does not know is refused with the nearest
 known one, and a value of the wrong type is named; what the classes cannot say (a method of METHODS, a signal
 this system has, a design the catalogue has, the moments inside the load) the suite checks after reading.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 METHODS = ("signal", "stop-start")  # send the documented signal to the process we started; or stop it, start it again
 

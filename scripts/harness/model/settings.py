@@ -30,6 +30,9 @@ rule 12), checked by check_measurement below:
   also marks any measured run shorter than MIN_RUN_SECONDS as an error (suites/runner.py), so a
   server fast enough to beat the estimate still never shows a sub-second number.
 
+A setting's type is its annotation, checked by the one reader of catalogue and records (typed.py, read_value)
+and said in words by its type_name (errors here, the catalogue README's table): no table of type names beside it.
+
 To add a setting: one field of ScenarioSettings below; for a tool setting, also its name in the
 TOOL_READS entry of each load tool that reads it.
 """
@@ -38,10 +41,12 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from harness.model.typed import NON_EMPTY, Check, RecordShapeError, Typed, field_types, read_value, type_name
 
 HARNESS, TOOL = "harness", "tool"
 NAME_KEYS = {"id", "title", "article", "tool", "designs", "quick", "published"}  # a scenario's names, not settings
@@ -56,65 +61,29 @@ LINE_ECHO_TOOLS = {"echo-client"}  # tools that send one line per connection and
 FULL_RUN_ONLY = {"ceiling", "ceiling_exempt", "fixed_count"}  # what a scenario measures: never changed by quick
 
 
-def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-TYPES: dict[str, Callable[[Any], bool]] = {
-    "integer": _integer,
-    "number": _number,
-    "boolean": lambda value: isinstance(value, bool),
-    "string": lambda value: isinstance(value, str),
-    "non-empty list of integers": lambda value: isinstance(value, list) and bool(value) and all(map(_integer, value)),
-    "list of strings": lambda value: isinstance(value, list) and all(isinstance(item, str) for item in value),
-    "number, or a list of numbers": lambda value: _number(value) or (
-        isinstance(value, list) and bool(value) and all(map(_number, value))),
-    "table of concurrency level -> seconds": lambda value: isinstance(value, dict) and all(
-        key.isdigit() and _number(seconds) for key, seconds in value.items()),
-    '"all"': lambda value: value == "all",
-    '"production"': lambda value: value == "production",
-    "table of design name -> list of integers": lambda value: isinstance(value, dict) and all(
-        isinstance(counts, list) and bool(counts) and all(map(_integer, counts)) for counts in value.values()),
-    "table of design name -> list of strings": lambda value: isinstance(value, dict) and all(
-        isinstance(arguments, list) and all(isinstance(item, str) for item in arguments) for arguments in value.values()),
-}
-
-
-# How each type above reads in Python: ScenarioSettings' annotations (a test keeps the two in step).
-PYTHON_TYPES: dict[str, Any] = {
-    "integer": int,
-    "number": float,  # a TOML integer stays an int (0, not 0.0), so records keep the value as written
-    "boolean": bool,
-    "string": str,
-    "non-empty list of integers": list[int],
-    "list of strings": list[str],
-    "number, or a list of numbers": float | list[float],
-    "table of concurrency level -> seconds": dict[str, float],
-    '"all"': str,
-    '"production"': str,
-    "table of design name -> list of integers": dict[str, list[int]],
-    "table of design name -> list of strings": dict[str, list[str]],
-}
+# What a setting's words say beyond its Python type (typed.Check): the catalogue README's type column reads them.
+DesignName = Annotated[str, Check("design name")]
+Level = Annotated[str, Check("concurrency level", str.isdigit)]  # a TOML table's key: "500"
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One scenario setting: its name, its type (a key of TYPES), who reads it, whether it must be set."""
+    """One scenario setting: its name, its type (ScenarioSettings' annotation), who reads it, whether it must be set."""
 
     name: str
-    type: str
+    type: Any
     reader: str  # HARNESS (whatever the tool) or TOOL (only tools that list it in `reads`)
     required: bool = False
 
+    @property
+    def type_name(self) -> str:
+        return type_name(self.type)
 
-def _setting(type_name: str, reader: str, default: Any = None, *, required: bool = False) -> Any:
+
+def _setting(reader: str, default: Any = None, *, required: bool = False) -> Any:
     """A ScenarioSettings field: its default (None: unset; a tool setting's default is the tool's, in its
-    adapter) and, as metadata, the type and reader SETTINGS is made of."""
-    metadata = {"type": type_name, "reader": reader, "required": required}
+    adapter) and, as metadata, the reader and whether it is required (SETTINGS is made of them)."""
+    metadata = {"reader": reader, "required": required}
     if required:
         return field(metadata=metadata)
     if isinstance(default, (list, dict)):
@@ -122,8 +91,7 @@ def _setting(type_name: str, reader: str, default: Any = None, *, required: bool
     return field(default=default, metadata=metadata)
 
 
-@dataclass(frozen=True, kw_only=True)  # keyword-only: required settings need not come first
-class ScenarioSettings:
+class ScenarioSettings(Typed):  # a frozen, keyword-only dataclass: required settings need not come first
     """Every setting a `[[scenario]]` may set, typed: one object per run, made by Scenario.settings().
 
     A quick run's object is the full run's with `[scenario.quick]` replaced in (dataclasses.replace).
@@ -131,67 +99,55 @@ class ScenarioSettings:
     each load tool that reads it, and a row in scripts/catalogue/README.md.
     """
 
-    requests: int = _setting("integer", HARNESS, required=True)  # requests per run (wrk, echo-client ignore it)
-    concurrency: list[int] = _setting("non-empty list of integers", HARNESS, required=True)
-    time_limit: float = _setting("number", HARNESS, required=True)
-    delay: float = _setting("number", HARNESS, required=True)
-    repeat: int = _setting("integer", HARNESS, required=True)
-    keep_alive: bool = _setting("boolean", HARNESS, False)  # true: verified per design, and the tool must read it
-    pipelining: bool = _setting("boolean", HARNESS, False)  # true: only designs that declare and prove pipelining
+    requests: int = _setting(HARNESS, required=True)  # requests per run (wrk, echo-client ignore it)
+    concurrency: Annotated[list[int], NON_EMPTY] = _setting(HARNESS, required=True)
+    time_limit: float = _setting(HARNESS, required=True)
+    delay: float = _setting(HARNESS, required=True)
+    repeat: int = _setting(HARNESS, required=True)
+    keep_alive: bool = _setting(HARNESS, False)  # true: verified per design, and the tool must read it
+    pipelining: bool = _setting(HARNESS, False)  # true: only designs that declare and prove pipelining
     # The design the tool is measured against, first, with no simulated call.
-    ceiling: str | None = _setting("string", HARNESS)
-    ceiling_exempt: str | None = _setting("string", HARNESS)  # why it measures no ceiling (check_measurement)
-    fixed_count: str | None = _setting("string", HARNESS)  # why its runs end at a request count, however short (ditto)
-    proxy: str | None = _setting("string", HARNESS)
+    ceiling: DesignName | None = _setting(HARNESS)
+    ceiling_exempt: str | None = _setting(HARNESS)  # why it measures no ceiling (check_measurement)
+    fixed_count: str | None = _setting(HARNESS)  # why its runs end at a request count, however short (ditto)
+    proxy: str | None = _setting(HARNESS)
     # Why this scenario measures through a proxy without upstream keep-alive, and the page that says so: every other
     # behind-nginx measurement uses the proxy the site recommends (tests/harness/suites/test_recommended_proxy.py)
-    proxy_http_1_0: str | None = _setting("string", HARNESS)
-    relative_to: str | None = _setting("string", HARNESS)
-    time_limit_blocking: float | None = _setting("number", HARNESS)
-    time_limit_at: dict[str, float] | None = _setting("table of concurrency level -> seconds", HARNESS)
-    work: int = _setting("integer", HARNESS, 0)  # iterations of pure-Python work per request (designs' --work)
-    server_cpus: str | None = _setting('"all"', HARNESS)
-    network_delay_ms: float | None = _setting("number", HARNESS)  # system/delay_proxy.py between tool and design
-    cpu_per_request: bool | None = _setting("boolean", HARNESS)  # the tables add the server's CPU time per answer
-    warm_up: float | None = _setting("number", HARNESS)  # seconds of the same load before each run, not counted
-    pipeline_depth: int | None = _setting("integer", TOOL)  # wrk: requests written at once on each connection
-    python: str | None = _setting("string", HARNESS)  # "3.12": run the designs on that CPython (launcher.interpreter)
+    proxy_http_1_0: str | None = _setting(HARNESS)
+    relative_to: DesignName | None = _setting(HARNESS)
+    time_limit_blocking: float | None = _setting(HARNESS)
+    time_limit_at: dict[Level, float] | None = _setting(HARNESS)
+    work: int = _setting(HARNESS, 0)  # iterations of pure-Python work per request (designs' --work)
+    server_cpus: Literal["all"] | None = _setting(HARNESS)
+    network_delay_ms: float | None = _setting(HARNESS)  # system/delay_proxy.py between tool and design
+    cpu_per_request: bool | None = _setting(HARNESS)  # the tables add the server's CPU time per answer
+    warm_up: float | None = _setting(HARNESS)  # seconds of the same load before each run, not counted
+    pipeline_depth: int | None = _setting(TOOL)  # wrk: requests written at once on each connection
+    python: str | None = _setting(HARNESS)  # "3.12": run the designs on that CPython (launcher.interpreter)
     # Measured round robin with the scenarios of the same name (suites/interleave.py).
-    interleave: str | None = _setting("string", HARNESS)
+    interleave: str | None = _setting(HARNESS)
     # Why a run of every scenario (`bench.py run`) leaves it out: it runs only by name (its id or group's).
-    named_only: str | None = _setting("string", HARNESS)
-    database: bool | None = _setting("boolean", HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
+    named_only: str | None = _setting(HARNESS)
+    database: bool | None = _setting(HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
     # Why a database scenario closes the connection after every answer (keep_alive false): a connection per request
     # is exactly the work around a short query, so one that does it says why (tests/harness/model/test_database_records.py)
-    closes_connections: str | None = _setting("string", HARNESS)
+    closes_connections: str | None = _setting(HARNESS)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
-    sizes: dict[str, list[int]] | None = _setting("table of design name -> list of integers", HARNESS)
-    size_arguments: dict[str, list[str]] | None = _setting("table of design name -> list of strings", HARNESS)
-    path: str = _setting("string", HARNESS, "/")  # the URL path the tool asks for: "/db" picks a database query
-    server_arguments: list[str] = _setting("list of strings", HARNESS, [])  # after every design's command
-    header_statistic: str | None = _setting("string", TOOL)  # wrk: a response header's numbers (X-Pool-Wait-Us)
+    sizes: dict[DesignName, Annotated[list[int], NON_EMPTY]] | None = _setting(HARNESS)
+    size_arguments: dict[DesignName, list[str]] | None = _setting(HARNESS)
+    path: str = _setting(HARNESS, "/")  # the URL path the tool asks for: "/db" picks a database query
+    server_arguments: list[str] = _setting(HARNESS, [])  # after every design's command
+    header_statistic: str | None = _setting(TOOL)  # wrk: a response header's numbers (X-Pool-Wait-Us)
     # wrk: "production" sends production-shaped heads, each unique (clients/tools/wrk_production_heads.lua)
-    request_heads: str | None = _setting('"production"', TOOL)
-    rate: float | list[float] | None = _setting("number, or a list of numbers", TOOL)
-    schedule_seconds: float | None = _setting("number", TOOL)
-    timeline: bool | None = _setting("boolean", TOOL)
-    timeout: float | None = _setting("number", TOOL)
-    client_timeout: float | None = _setting("number", TOOL)
-    ab_flags: list[str] | None = _setting("list of strings", TOOL)
-    wrk_threads: int | None = _setting("integer", TOOL)
-    echo_rate: float | None = _setting("number", TOOL)
-
-    @classmethod
-    def from_table(cls, table: dict[str, Any]) -> ScenarioSettings:
-        """The settings of a checked scenario table (check_scenario first: its keys are all settings)."""
-        return cls(**table)
-
-    @classmethod
-    def from_record(cls, settings: dict[str, Any]) -> ScenarioSettings:
-        """A record's stored settings, whatever its age: keys that are no longer settings are left out, and a
-        required setting the record lacks (written before it was one, or by another suite) reads None."""
-        unset = {name: None for name, setting in SETTINGS.items() if setting.required and name not in settings}
-        return cls(**unset, **{key: value for key, value in settings.items() if key in SETTINGS})
+    request_heads: Literal["production"] | None = _setting(TOOL)
+    rate: float | Annotated[list[float], NON_EMPTY] | None = _setting(TOOL)
+    schedule_seconds: float | None = _setting(TOOL)
+    timeline: bool | None = _setting(TOOL)
+    timeout: float | None = _setting(TOOL)
+    client_timeout: float | None = _setting(TOOL)
+    ab_flags: list[str] | None = _setting(TOOL)
+    wrk_threads: int | None = _setting(TOOL)
+    echo_rate: float | None = _setting(TOOL)
 
     @classmethod
     def for_tool(cls, time_limit: float, concurrency: int, **tool_settings: Any) -> ScenarioSettings:
@@ -199,7 +155,7 @@ class ScenarioSettings:
         tool reads its time limit and its own settings; requests, delay and repeat are what a tool never reads."""
         return cls(requests=0, concurrency=[concurrency], time_limit=time_limit, delay=0, repeat=1, **tool_settings)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         """The settings as a record keeps them: the required ones and keep_alive always, the others where the
         scenario set them (not None, not the harness's default), so old and new records read alike."""
         return {setting.name: getattr(self, setting.name) for setting in fields(self)
@@ -217,7 +173,7 @@ def _default(setting: Field[Any]) -> Any:
 
 
 SETTINGS: dict[str, Setting] = {  # the catalogue's table of settings, read off ScenarioSettings' fields
-    setting.name: Setting(setting.name, setting.metadata["type"], setting.metadata["reader"],
+    setting.name: Setting(setting.name, field_types(ScenarioSettings)[setting.name], setting.metadata["reader"],
                           setting.metadata["required"]) for setting in fields(ScenarioSettings)}
 ALWAYS_RECORDED = {name for name, setting in SETTINGS.items() if setting.required} | {"keep_alive"}
 
@@ -267,7 +223,7 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
     missing = [setting.name for setting in SETTINGS.values() if setting.required and setting.name not in entry]
     if missing:
         raise SettingsError(f"{where}: missing required setting(s) {', '.join(map(repr, missing))}")
-    full = ScenarioSettings.from_table(tables[0][1])
+    full = ScenarioSettings.from_json(tables[0][1], where)
     variants = (full, replace(full, **quick))
     if any(variant.keep_alive for variant in variants) and "keep_alive" not in tool_reads:
         raise SettingsError(f"{where}: keep_alive = true, but its tool {tool_name!r} cannot keep connections alive")
@@ -350,8 +306,10 @@ def _check_one(where: str, shown: str, key: str, value: Any, tool_name: str, too
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SettingsError(f"{where}: unknown setting {shown!r}{hint}; the settings are listed in "
                             "scripts/catalogue/README.md")
-    if not TYPES[setting.type](value):
-        raise SettingsError(f"{where}: {shown} = {value!r}, expected: {setting.type}")
+    try:
+        read_value(setting.type, value, f"{where}: {shown}")
+    except RecordShapeError:
+        raise SettingsError(f"{where}: {shown} = {value!r}, expected: {setting.type_name}") from None
     if setting.reader == TOOL and key not in tool_reads:
         raise SettingsError(f"{where}: sets {shown!r}, which its tool {tool_name!r} does not read "
                             f"({tool_name} reads: {', '.join(sorted(tool_reads))})")

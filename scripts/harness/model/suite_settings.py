@@ -2,33 +2,21 @@
 record, and what a renderer reads back (both sides read them, so they live in the model).
 
 HostileSettings is the `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each
-is); it reads a record of any age (from_record): keys it does not know are left out, a required setting
-the record lacks reads None. StepsSettings says how a how-fast steps record was measured
-(suites/how_fast.py), CountSettings how the instruction counts were made (suites/instructions.py):
-both are parts of their typed records (model/records/typed.py), which refuse a key they do not know.
+is), StepsSettings says how a how-fast steps record was measured (suites/how_fast.py), CountSettings how
+the instruction counts were made (suites/instructions.py). Each is a typed part of its record
+(model/typed.py), read strictly: a key it does not know is refused, naming the nearest one.
 """
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import field
+from typing import Any
 
 from harness.model.instruction_counts import AGREEMENT
-from harness.model.records.typed import Typed
-
-T = TypeVar("T")
+from harness.model.typed import Typed, optional
 
 
-def from_record(kind: type[T], settings: dict[str, Any]) -> T:
-    """A record's settings as `kind` (a dataclass), tolerating an old record (module docstring)."""
-    known = {setting.name: setting for setting in fields(kind)}  # type: ignore[arg-type]  # kind is a dataclass
-    lacking = {name: None for name, setting in known.items() if name not in settings
-               and setting.default is MISSING and setting.default_factory is MISSING}
-    return kind(**lacking, **{key: value for key, value in settings.items() if key in known})
-
-
-@dataclass(frozen=True)
-class HostileSettings:
+class HostileSettings(Typed):
     """The `[suite]` table of scripts/catalogue/hostile/cases.toml, in its order."""
 
     delay: float
@@ -50,15 +38,15 @@ class HostileSettings:
     big_bytes: int
     slow_reader_stall: float | None = None  # None: the case's bound
     behind_nginx: list[str] = field(default_factory=list)
-    designs: list[str] | None = None  # [suite.quick] only: the few designs a quick run measures
+    designs: list[str] | None = optional()  # [suite.quick] only: the few designs a quick run measures
+
+    def to_json(self) -> dict[str, Any]:
+        """As the record keeps them: every setting but the quick run's designs (`jobs`: the jobs that ran)."""
+        return {key: value for key, value in super().to_json().items() if key != "designs"}
 
     def to_record(self, jobs: int) -> dict[str, Any]:
-        """As the record keeps them: every setting but the quick run's designs, and the jobs that ran."""
-        return {**{key: value for key, value in asdict(self).items() if key != "designs"}, "jobs": jobs}
-
-    @classmethod
-    def from_record(cls, settings: dict[str, Any]) -> HostileSettings:
-        return from_record(cls, settings)
+        """As a record keeps them after a run of that many jobs."""
+        return {**self.to_json(), "jobs": jobs}
 
 
 class StepsSettings(Typed):

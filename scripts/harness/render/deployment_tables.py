@@ -44,7 +44,7 @@ from harness.model.records.deployment_records import (
 )
 from harness.model.records.hostile_record import CaseResult, HostileRecord
 from harness.model.records.scenario_record import ScenarioRecord
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 from harness.render.cells import cells_by_level, summarise_cell
 from harness.render.presentation import design_link, wide_table
 from harness.render.survival import load_record as load_hostile

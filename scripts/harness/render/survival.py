@@ -29,7 +29,7 @@ from pathlib import Path
 from harness.model.catalogue import CATALOGUE_DIR
 from harness.model.records.hostile_record import (CaseResult, DesignResult, EmfileFigures, EmfileSettingRun,
                                                   EmfileSettingsRecord, HostileRecord)
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 from harness.render.presentation import design_link, wide_table
 from harness.render.generated_header import HEADER
 

@@ -5,31 +5,26 @@ the conformance corpus's scripts/catalogue/conformance/cases.toml) reads it into
 CaseCatalogue: its `[suite]` settings, the `[suite.quick]` overrides for `--quick`, and its cases
 in the catalogue's order. A subclass says which names select a case (`names`); `select` then
 takes the command line's `--case` arguments the same way in every suite. A run reads its settings
-typed: each suite's own frozen dataclass, made by `typed_settings` (an unknown key is an error).
+typed: each suite's own Typed class, read by `typed_settings` (model/typed.py: an unknown key, a missing
+one or a value of the wrong type is an error naming the file and the key).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from harness.model.catalogue import UnknownNameError
+from harness.model.typed import Typed
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Typed)
 
 
 def typed_settings(kind: type[T], table: dict[str, Any], path: Path) -> T:
-    """A suite's settings table as its typed settings; a key the type does not know is an error naming the file."""
-    known = [setting.name for setting in fields(kind)]  # type: ignore[arg-type]  # kind is a dataclass
-    for key in table:
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            raise ValueError(f"{path}: [suite]: unknown setting {key!r}"
-                             + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return kind(**table)
+    """A suite's settings table as its typed settings; RecordShapeError (a ValueError) naming the file and key."""
+    return kind.from_json(table, f"{path}: [suite]")
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from harness.model.records.deployment_records import (
     RaceRun,
     TimelinePoint,
 )
-from harness.model.records.typed import RecordShapeError, Typed
+from harness.model.typed import RecordShapeError, Typed
 from harness.model.settings import ScenarioSettings
 from harness.system import launcher, ports, processes
 from harness.system.environment import describe_machine, utc_now

@@ -40,7 +40,7 @@ from harness.model.records import SCRATCH_RESULTS_DIR, write_record_atomic
 from harness.model.records.deployment_records import OverloadCell
 from harness.model.records.recipe_records import COUNTER_EXAMPLE, CheckRecord, CheckRun, QuotaRecord, QuotaRun
 from harness.model.records.scenario_record import Latency
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 from harness.suites import deployment
 from harness.model.settings import ScenarioSettings
 from harness.suites.deployment import RECORD_DIR, nginx_version

@@ -66,7 +66,7 @@ from harness.model.records.multi_process_records import (
     RestartTarget,
     RunError,
 )
-from harness.model.records.typed import RecordShapeError
+from harness.model.typed import RecordShapeError
 from harness.model.restart_plan import METHODS, InFlightPlan, InFlightPlanTarget, RestartPlan, RestartPlanTarget
 from harness.system import launcher, processes
 from harness.system.environment import describe_machine, utc_now

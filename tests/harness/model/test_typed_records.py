@@ -17,7 +17,7 @@ from harness.model.records.how_fast_records import StepsRecord
 from harness.model.records.kinds import record_class
 from harness.model.records.scenario_record import (EXTRAS_BY_TOOL, HttpClientExtras, Run, RunnerExtras,
                                                    ScenarioRecord, WrkExtras)
-from harness.model.records.typed import RecordShapeError, Typed, migrate, optional
+from harness.model.typed import RecordShapeError, Typed, migrate, optional
 from harness.model.settings import TOOL_READS
 
 
@@ -84,7 +84,7 @@ def test_a_misspelt_key_is_refused_with_where_it_is_and_the_key_meant() -> None:
 
 
 def test_a_value_of_the_wrong_type_is_refused_with_its_path() -> None:
-    with pytest.raises(RecordShapeError, match=r"run\.latency_ms\.p99: expected float, found str"):
+    with pytest.raises(RecordShapeError, match=r"run\.latency_ms\.p99: expected number, found str"):
         Run.from_json(a_run(latency_ms={"p99": "3 ms"}), "run")
     with pytest.raises(RecordShapeError, match=r"run: missing key `concurrency`"):
         Run.from_json({key: value for key, value in a_run().items() if key != "concurrency"}, "run")

@@ -28,7 +28,7 @@ def runs(rate: float) -> list[dict[str, Any]]:
 def record() -> dict[str, Any]:
     """The record's JSON, to change before it is read (typed)."""
     return fake_record_json({"id": "database-sleep"},
-                            {"concurrency": [10, 50], "repeat": 3, "time_limit": 2, "fixed_count": False},
+                            {"concurrency": [10, 50], "repeat": 3, "time_limit": 2},
                             [fake_outcome(name, runs(rate)) for name, rate in RATES.items()],
                             {"commit": "a" * 40, "cpu_model": "cpu", "cpu_count": 2, "kernel": "6", "dirty": False},
                             mode="full", started_utc="2026-11-26T01:00:00Z", finished_utc="2026-11-26T01:04:00Z")

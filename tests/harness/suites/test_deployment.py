@@ -169,7 +169,7 @@ def test_the_plans_quick_table_may_only_override(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("change", "message"), [
     (("idle_spread = 0.5", "idle_spead = 0.5"), r"\[race\]: unknown key `idle_spead` \(did you mean `idle_spread`\?\)"),
     (("timeout_s = 5", "timeout = 5"), r"\[race\]\.target\[1\]: unknown key `timeout` \(did you mean `timeout_s`\?\)"),
-    (("users = 4", 'users = "4"'), r"\[race\]\.users: expected int, found str"),
+    (("users = 4", 'users = "4"'), r"\[race\]\.users: expected integer, found str"),
     (('proxy = "servers/nginx_upstream_keep_alive.conf"\n', ""), r"\[race\]: missing key `proxy`"),
 ])
 def test_a_wrong_key_or_value_in_a_plan_table_is_refused_naming_it(tmp_path: Path, change, message) -> None:

@@ -48,7 +48,7 @@ def test_the_committed_plan_loads_and_names_known_designs() -> None:
 
 @pytest.mark.parametrize(("change", "message"), [
     (("every = 0.8", "evry = 0.8"), "unknown key `evry` (did you mean `every`?)"),
-    (("rate = 200", 'rate = "fast"'), "(the top-level table).rate: expected float, found str"),
+    (("rate = 200", 'rate = "fast"'), "(the top-level table).rate: expected number, found str"),
     (('source = "its docstring"', 'sorce = "its docstring"'), ".target[0]: unknown key `sorce` (did you mean `source`?)"),
     (("every = 0.8", "every = 0.8\nrepeat = 0"), "repeat must be a whole number of runs, at least 1"),
     (("every = 0.8", "every = 0.8\n[quick]\nrestart = 1"), "[quick] sets `restart`, which it cannot (did you mean"),

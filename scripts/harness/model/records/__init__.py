@@ -1,6 +1,6 @@
 """Results files: written atomically, read back for rendering, and their shapes as typed classes.
 
-records/typed.py is the machinery (a record kind is a frozen dataclass; reading checks every key and
+model/typed.py is the machinery (a record kind is a frozen dataclass; reading checks every key and
 migrates old schema versions); records/common.py the parts every kind shares (the machine);
 records/scenario_record.py the load scenarios' record; each other suite's record kind has its module beside them.
 """
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.model.paths import REPO_ROOT
+from harness.model.records.kinds import record_class
 from harness.model.records.scenario_record import ScenarioRecord
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 RESULTS_DIR = REPO_ROOT / "results"
 SCRATCH_RESULTS_DIR = REPO_ROOT / "build" / "results"  # quick, partial or shortened runs: never the published record
@@ -72,10 +73,6 @@ def load_scenario_records(results_dir: Path = RESULTS_DIR) -> dict[str, Scenario
     the suites' own records there (results/hostile.json, conformance.json, streaming.json: they name their kind)
     are their renderers' to read. A record of the wrong shape or a newer schema is a RecordShapeError naming it.
     """
-    # Here, not at the top: kinds.py imports every kind's module, and some of those import modules (the plans'
-    # settings) that import records.typed, which runs this package first.
-    from harness.model.records.kinds import record_class
-
     records = {}
     for path in sorted(results_dir.glob("*.json")):  # not rglob: see above
         data = json.loads(path.read_text(encoding="utf-8"))

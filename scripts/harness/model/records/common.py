@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 class Pinning(Typed):

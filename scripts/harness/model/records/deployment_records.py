@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from harness.model.deployment_plan import OverloadSettings, RaceSettings
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Latency
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 PER = 10_000  # the race's 502s are counted per this many requests (bad_gateway_per_10k)

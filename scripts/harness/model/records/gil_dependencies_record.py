@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.model.records.scenario_record import Interpreter
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 class PackageCheck(Typed):

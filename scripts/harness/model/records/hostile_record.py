@@ -8,30 +8,11 @@ parameter there fails when the suite loads, not when a case quietly falls back t
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import CONVERTERS, RecordShapeError, Typed, optional
+from harness.model.typed import Typed, optional
 from harness.model.suite_settings import HostileSettings
-
-
-def _settings_from_json(data: Any, where: str) -> HostileSettings:
-    """The record's settings (HostileSettings.to_record's shape); a key HostileSettings does not know is refused."""
-    if not isinstance(data, dict):
-        raise RecordShapeError(f"{where}: expected the settings as an object, found {type(data).__name__}")
-    known = [item.name for item in dataclasses.fields(HostileSettings)]
-    for key in data:
-        if key not in known:
-            near = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean `{near[0]}`?)" if near else ""
-            raise RecordShapeError(f"{where}: unknown setting `{key}`{hint}")
-    return HostileSettings.from_record(data)
-
-
-# As the record keeps them: `jobs` is the jobs that ran (the writer puts them in), the quick run's designs left out.
-CONVERTERS[HostileSettings] = (_settings_from_json, lambda settings: settings.to_record(settings.jobs))
 
 
 class CaseVariant(Typed):

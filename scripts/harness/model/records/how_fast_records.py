@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Run, nested_outcomes
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 from harness.model.suite_settings import StepsSettings
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 
 def _named(data: dict[str, Any]) -> dict[str, Any]:

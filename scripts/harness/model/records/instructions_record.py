@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 from harness.model.suite_settings import CountSettings
 
 

@@ -16,7 +16,7 @@ from harness.model.records.multi_process_records import BalanceRecord, InFlightR
 from harness.model.records.recipe_records import CheckRecord, QuotaRecord
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.records.streaming_record import StreamingRecord
-from harness.model.records.typed import Typed
+from harness.model.typed import Typed
 
 # One line per kind: "its kind name": its class (the scenario's record has no kind name: record_class below).
 RECORD_KINDS: dict[str, type[Typed]] = {

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import Latency, OpenFiles
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 class RunError(Typed):

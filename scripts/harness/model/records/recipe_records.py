@@ -9,7 +9,7 @@ from harness.model.recipe_plan import CheckPlan, QuotaPlan
 from harness.model.records.common import Environment
 from harness.model.records.deployment_records import OverloadCell
 from harness.model.records.scenario_record import Latency
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 COUNTER_EXAMPLE = "threads-without-worker-connections"  # the threads plan less its worker_connections line

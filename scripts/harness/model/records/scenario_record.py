@@ -24,17 +24,8 @@ from functools import cache
 from typing import Any, ClassVar, Self
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import CONVERTERS, RecordShapeError, Typed, optional, tagged
+from harness.model.typed import RecordShapeError, Typed, any_age, optional, tagged
 from harness.model.settings import NAME_KEYS, ScenarioSettings
-
-
-def _settings_from_json(data: Any, where: str) -> ScenarioSettings:
-    if not isinstance(data, dict):
-        raise RecordShapeError(f"{where}: expected the settings as an object, found {type(data).__name__}")
-    return ScenarioSettings.from_record(data)
-
-
-CONVERTERS[ScenarioSettings] = (_settings_from_json, ScenarioSettings.to_record)
 
 
 class Latency(Typed):
@@ -351,7 +342,7 @@ class ScenarioEntry(Typed):
     designs: list[str]
     quick: dict[str, Any]  # the settings a quick run replaces, as the catalogue gives them
     published: Any  # the article's own figures, keyed by level (`figures_50`, `failed_50`): free-form by design
-    settings: ScenarioSettings
+    settings: ScenarioSettings = any_age()  # a setting retired since is left out, one required since reads None
 
     @classmethod
     def from_flat(cls, data: dict[str, Any]) -> dict[str, Any]:
@@ -376,7 +367,7 @@ class ScenarioRecord(Typed):
     schema: int
     scenario: ScenarioEntry
     mode: str  # "full" or "quick"
-    settings: ScenarioSettings
+    settings: ScenarioSettings = any_age()
     environment: Environment
     started_utc: str
     finished_utc: str

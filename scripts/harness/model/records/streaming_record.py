@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from harness.model.records.common import Environment
-from harness.model.records.typed import Typed, optional
+from harness.model.typed import Typed, optional
 
 
 def _versioned(data: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from harness.model.catalogue import CATALOGUE_DIR
 from harness.model.records.conformance_record import CaseGroup, ConformanceCase, ConformanceRunSettings
+from harness.model.typed import Typed
 from harness.suites.case_catalogue import CaseCatalogue, typed_settings
 
 CASES_FILE = CATALOGUE_DIR / "conformance" / "cases.toml"
@@ -91,8 +92,7 @@ class Corpus(CaseCatalogue):
         return typed_settings(ConformanceSettings, self.table(quick), CASES_FILE)
 
 
-@dataclass(frozen=True)
-class ConformanceSettings:
+class ConformanceSettings(Typed):
     """The `[suite]` table of scripts/catalogue/conformance/cases.toml, in its order."""
 
     bound: float  # seconds a case waits for an answer
