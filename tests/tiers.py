@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing.util
 import os
+import platform
 import subprocess
 from collections.abc import Iterator
 
@@ -387,6 +388,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # (the controller starts them).
     runs_tests = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
     if config.option.markexpr == CHECK and runs_tests:
+        # An xdist worker's start-up asks platform.platform(), which runs `uname -p` once for the processor and
+        # caches it: asked here first, so `pytest -m check -n 2` starts as the single-process tier does.
+        platform.uname().processor  # noqa: B018 - the lookup is the point: it caches `uname -p`
         for owner, name in PROCESS_STARTERS:
             if hasattr(owner, name):
                 setattr(owner, name, refuse(f"{getattr(owner, '__name__', owner)}.{name}"))
