@@ -61,6 +61,14 @@ def test_a_value_of_the_wrong_type_is_refused_saying_what_was_expected(tmp_path:
         load_catalogue(tmp_path)
 
 
+def test_a_missing_key_is_refused_by_name(tmp_path: Path) -> None:
+    """Before the checker, a design without `page` stopped the loader with a TypeError: bench.py's "bug" exit 3."""
+    (tmp_path / "catalogue.toml").write_text(DESIGN.replace('page = "designs/sequential-sockets.md"\n', ""),
+                                             encoding="utf-8")
+    with pytest.raises(ValueError, match="'sequential-sockets': missing key `page`"):
+        load_catalogue(tmp_path)
+
+
 def test_bench_exits_2_on_a_misspelt_design_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     catalogue_with(tmp_path, "keep_alve = true")
     assert bench.main(["--catalogue", str(tmp_path), "list"]) == bench.EXIT_BAD_INPUT == 2
