@@ -23,7 +23,7 @@ CHECK = "check"
 
 # Whole files that start nothing: the model, the records, the renderers, the Markdown sources.
 CHECK_FILES = {
-    "test_conformance_next_client.py", "test_database_records.py", "test_database_tables.py",
+    "test_conformance_next_client.py", "test_database_records.py", "test_database_tables.py", "test_design_tables.py",
     "test_emfile_settings.py", "test_emfile_watch.py", "test_figures.py", "test_limits.py", "test_page_claims.py", "test_pictures.py",
     "test_presentation.py", "test_quick_plan.py", "test_record_schema.py", "test_sizing.py",
     "test_stale_records.py", "test_standalone_copies.py", "test_suite_shape.py", "test_tiers.py", "test_tests_tree.py", "test_typed_settings.py",

@@ -32,7 +32,7 @@ from scenario_settings import settings_of
 from conftest import CATALOGUE, first_line_served, started
 
 ECHO_DESIGNS = [design for design in CATALOGUE.designs.values() if design.kind == "echo"]
-GRACEFUL_DESIGNS = [design for design in ECHO_DESIGNS if design.extra.get("finishes_in_flight", True)]
+GRACEFUL_DESIGNS = [design for design in ECHO_DESIGNS if design.finishes_in_flight]
 CLIENT = REPO_ROOT / "scripts" / "echo_client.py"
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "echo_client"
 TOO_LONG = b"ERROR line longer than 65536 bytes\n"

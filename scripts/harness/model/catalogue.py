@@ -1,4 +1,5 @@
-"""Load the design and scenario catalogue from scripts/catalogue/*.toml (settings checked by settings.py)."""
+"""Load the design and scenario catalogue from scripts/catalogue/*.toml (designs read by typed.py, settings checked by
+settings.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import signal
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from harness.model.paths import REPO_ROOT
 from harness.model.settings import TOOL_READS, ScenarioSettings, SettingsError, check_scenario
+from harness.model.typed import Check, Typed
 
 CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
@@ -22,11 +24,18 @@ class UnknownNameError(LookupError):
         super().__init__(f"unknown {what} {name!r}; known {what}s: {', '.join(known)}")
 
 
-@dataclass(frozen=True)
-class Design:
+# A design's stop signals, named as `signal.Signals` names them ("SIGTERM"): the harness stops it with the first.
+SIGNAL_NAMES = Check("non-empty list of signal names",
+                     lambda names: bool(names) and set(names) <= signal.Signals.__members__.keys())
+
+
+class Design(Typed):
+    """A `[[design]]` table: every key it may hold, read by the one checker (typed.py), so an unknown or misspelt key
+    is an error naming the file, the design and the nearest known key (scripts/catalogue/README.md lists them)."""
+
     name: str
     title: str
-    kind: str
+    kind: Literal["http", "naive-http", "echo", "stream"]
     file: str
     page: str
     model: str
@@ -35,7 +44,7 @@ class Design:
     command: list[str] = field(default_factory=lambda: list(DEFAULT_COMMAND))
     config_template: str | None = None  # a file the harness fills (@HOST@, @PORT@, ...) for {config}
     # Signals that stop the design gracefully; the harness stops it with the first one.
-    stop_signals: list[str] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
+    stop_signals: Annotated[list[str], SIGNAL_NAMES] = field(default_factory=lambda: ["SIGTERM", "SIGINT"])
     # The harness sends that signal to the whole process group unless this is set: then to the main process
     # alone, for a supervisor that must tell its workers itself (Granian, whose main process exits 1 when a
     # worker that heard the signal too exits before it has handled its own copy).
@@ -50,35 +59,14 @@ class Design:
     # HTTP/1.1 persistent connections: several requests on one connection (checked before a keep-alive scenario).
     keep_alive: bool = False
     pipelining: bool = False  # answers requests sent back to back before the first answer, in order
-    extra: dict[str, Any] = field(default_factory=dict)
+    # An echo design answers the lines it holds before it exits on SIGINT/SIGTERM; false for one that stops at
+    # once: tests/servers/test_echo.py reads it and skips the in-flight test for such a design.
+    finishes_in_flight: bool = True
 
     @property
     def stop_signal(self) -> signal.Signals:
         """The signal the harness stops this design with: the first graceful one it lists."""
         return signal.Signals[self.stop_signals[0]]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "kind": self.kind,
-            "file": self.file,
-            "page": self.page,
-            "model": self.model,
-            "concurrent": self.concurrent,
-            "reproduces": self.reproduces,
-            "command": self.command,
-            "config_template": self.config_template,
-            "stop_signals": self.stop_signals,
-            "stop_main_process_only": self.stop_main_process_only,
-            "oversized_head_status": self.oversized_head_status,
-            "malformed_request_status": self.malformed_request_status,
-            "supports_work": self.supports_work,
-            "reuses_address": self.reuses_address,
-            "keep_alive": self.keep_alive,
-            "pipelining": self.pipelining,
-            **self.extra,
-        }
 
 
 @dataclass(frozen=True)
@@ -130,11 +118,6 @@ class Scenario:
         }
 
 
-_DESIGN_FIELDS = {"name", "title", "kind", "file", "page", "model", "concurrent", "reproduces", "command",
-                  "config_template", "stop_signals", "stop_main_process_only", "oversized_head_status",
-                  "malformed_request_status", "supports_work", "reuses_address", "keep_alive", "pipelining"}
-
-
 _SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
                     "repeat", "designs", "quick", "published"}
 
@@ -170,9 +153,7 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
     design_entries, scenario_entries = read_entries(directory)
     designs: dict[str, Design] = {}
     for path, entry in design_entries:
-        known = {key: value for key, value in entry.items() if key in _DESIGN_FIELDS}
-        extra = {key: value for key, value in entry.items() if key not in _DESIGN_FIELDS}
-        design = Design(**known, extra=extra)
+        design = Design.from_json(entry, f"{path}: design {entry.get('name', '(no name)')!r}")
         if design.name in designs:
             raise ValueError(f"{path}: design {design.name!r} is listed twice")
         designs[design.name] = design
