@@ -53,8 +53,11 @@ def test_behind_nginx_the_server_holds_no_more_than_nginx(tmp_path: Path) -> Non
 
 def test_established_counts_only_the_listeners_side_of_a_connection() -> None:
     port = processes.free_port()
+    # The client binds its own port first: a port connect() picks may be shared by another test's connection to
+    # another address (Linux reuses a local port across destinations), one bind() picks is this socket's alone.
+    own_port = ("127.0.0.1", 0)
     with contextlib.closing(socket.create_server(("127.0.0.1", port))) as listener, \
-            contextlib.closing(socket.create_connection(("127.0.0.1", port))) as client:
+            contextlib.closing(socket.create_connection(("127.0.0.1", port), source_address=own_port)) as client:
         accepted, _ = listener.accept()
         with contextlib.closing(accepted):
             assert connections.established(port) == 1  # the accepted side; the client's local port is another
