@@ -43,11 +43,12 @@ check: $(VENV)/.installed  ## the fast tier: every test that starts no process (
 # servers; four took 654 and 668 s there, where the run is CPU-bound (960-990 CPU-seconds on the 1.5 CPUs the loop
 # leaves), so a fifth would not help. The reload test that once failed on four passed 8 of 8 beside three busy loops.
 # Tests that share an expensive module fixture share a worker (conftest.py); tests marked `alone` measure how many
-# CPUs a server uses at once, so they run afterwards, by themselves.
+# CPUs a server uses at once, so they run afterwards, by themselves: from the one file that has them (collecting
+# every test to find them took 15 s; tests/project/test_tiers.py fails if another file gains one).
 TEST_WORKERS ?= 4
 test: install  ## every test: servers, harness, tables, docs, code blocks, workflows
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" --durations=15
-	$(PY) -m pytest -m alone tests/
+	$(PY) -m pytest -m alone tests/servers/test_work.py
 
 bench: install  ## what .github/workflows/bench.yml does: two full runs (the second checks the first), the other suites, the tables
 	scripts/refresh_benchmarks.sh $(PY)

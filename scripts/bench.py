@@ -41,34 +41,10 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.clients import probe, verify  # noqa: E402
-from harness.clients.tools import ToolMissingError, require_tool  # noqa: E402
+# Only what every subcommand needs: each handler (and each parser builder) imports its own suite or renderer when
+# it runs, so `list`, `check` or `--help` do not pay for importing every suite and renderer (issue 30, item 5).
 from harness.model.catalogue import CATALOGUE_DIR, Catalogue, Scenario, UnknownNameError, load_catalogue  # noqa: E402
-from harness.model import how_fast_steps, new_design  # noqa: E402
 from harness.model.paths import REPO_ROOT  # noqa: E402
-from harness.model.records import load_scenario_records  # noqa: E402
-from harness.model.records.hostile_record import EmfileSettingsRecord  # noqa: E402
-from harness.model.records.how_fast_records import ProfileRecord, StepsRecord  # noqa: E402
-from harness.render import conformance_tables, how_fast_tables, instructions_tables, site, survival  # noqa: E402
-from harness.render.figures import FigureError  # noqa: E402
-from harness.suites import (  # noqa: E402
-    balance,
-    conformance,
-    deployment,
-    gil_dependencies,
-    hostile,
-    how_fast,
-    idle,
-    instructions,
-    interleave,
-    plan,
-    recipe,
-    restart,
-    runner,
-    streaming,
-)
-from harness.system import cpu_quota, launcher, processes  # noqa: E402
-from harness.system.open_files import OpenFilesLimitError  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 WORK_HELP = "iterations of simulated CPU work per request (designs with supports_work only)"
@@ -99,6 +75,7 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
     Exits with the design's own exit status: after Ctrl-C or SIGTERM, the status it stopped with
     (0 after a graceful stop), 128 + N if a signal N ended it.
     """
+    from harness.system import launcher, processes
     design = catalogue.design(args.name)
     processes.ensure_port_free(args.port)
     with launcher.database_for([design]) as database:  # a scratch PostgreSQL for a design that talks to one
@@ -121,6 +98,8 @@ def command_serve(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Start a design, show its answer to GET /, verify it (in keep-alive mode if asked), stop it."""
+    from harness.clients import probe, verify
+    from harness.system import launcher, processes
     design = catalogue.design(args.name)
     refused = verify.refusal(design, "check --keep-alive", args.keep_alive)
     if refused:
@@ -143,12 +122,16 @@ def command_check(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def selected_scenarios(catalogue: Catalogue, name: str | None, quick: bool) -> list[Scenario]:
     """Every scenario a run of all runs (plan.every_scenario); or one by id; or an interleave group by its name."""
+    from harness.suites import interleave, plan
     if name is None:
         return plan.every_scenario(catalogue, quick)
     return interleave.members(catalogue, name) or [catalogue.scenario(name)]
 
 
 def command_run(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    from harness.clients.tools import require_tool
+    from harness.render import site
+    from harness.suites import interleave, plan, runner
     scenarios = selected_scenarios(catalogue, args.scenario, args.quick)
     for name in args.design or []:
         catalogue.design(name)  # unknown names fail before anything starts
@@ -185,6 +168,7 @@ def with_problems(path: Path, problems: int) -> int:
 
 def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The restart scenario: restarts under steady load, every request recorded (harness/suites/restart.py)."""
+    from harness.suites import restart
     path, record = restart.measure_plan(catalogue, restart.Plan(names(args.design), args.quick, args.in_flight,
                                                                 args.out))
     print(f"Wrote {path}")
@@ -193,6 +177,7 @@ def command_restart(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_gil_dependencies(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Which dependencies install on each CPython, and which turn the GIL back on (harness/suites/gil_dependencies.py)."""
+    from harness.suites import gil_dependencies
     versions = tuple(args.python) if args.python else gil_dependencies.DEFAULT_VERSIONS
     path, _ = gil_dependencies.measure_plan(catalogue, gil_dependencies.Plan(versions, args.output))
     print(f"Wrote {path}")
@@ -201,6 +186,7 @@ def command_gil_dependencies(catalogue: Catalogue, args: argparse.Namespace) -> 
 
 def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """How evenly event-loop workers share connections (harness/suites/balance.py)."""
+    from harness.suites import balance
     path, _ = balance.measure_plan(catalogue, balance.Plan(args.quick, args.out))
     print(f"Wrote {path}")
     return EXIT_OK
@@ -209,6 +195,9 @@ def command_balance(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The hostile suite (scripts/catalogue/hostile/cases.toml) against HTTP designs (harness/suites/hostile/):
     run, print the matrix, exit 1 when a design died or did not start."""
+    from harness.model.records.hostile_record import EmfileSettingsRecord
+    from harness.render import survival
+    from harness.suites import hostile
     path, record = hostile.measure_plan(catalogue, hostile.Plan(names(args.design), names(args.case), args.quick,
                                                                 args.jobs, args.out, args.emfile_settings))
     if isinstance(record, EmfileSettingsRecord):
@@ -227,6 +216,9 @@ def command_hostile(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_how_fast(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The how-fast suite (harness/suites/how_fast.py); its table or profile printed from the record written."""
+    from harness.model.records.how_fast_records import ProfileRecord, StepsRecord
+    from harness.render import how_fast_tables
+    from harness.suites import how_fast
     if args.part == "steps":
         steps_plan = how_fast.Plan("steps", args.quick, args.seconds, chain=args.chain, repeat=args.repeat,
                                    request_heads=args.request_heads, references=names(args.reference))
@@ -250,6 +242,8 @@ def command_how_fast(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Hold idle keep-alive connections (harness/suites/idle.py); exit 2 for bad input, 1 when the design failed."""
+    from harness.suites import idle
+    from harness.system import processes
     try:
         idle_plan = idle.Plan(args.design, args.connections, args.hold, tuple(shlex.split(args.server_args)),
                               args.output)
@@ -270,6 +264,8 @@ def command_idle(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_streaming(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Server-sent-event streams (harness/suites/streaming.py): a summary line per row; 1 when a row failed."""
+    from harness.suites import streaming
+    from harness.system.open_files import OpenFilesLimitError
     try:
         path, record = streaming.measure_plan(catalogue, streaming.Plan(names(args.design), names(args.phase),
                                                                         args.quick, args.out))
@@ -291,6 +287,8 @@ def command_streaming(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Instructions per request under callgrind (harness/suites/instructions.py); its table printed from the record."""
+    from harness.render import instructions_tables
+    from harness.suites import instructions
     path, record = instructions.measure_plan(catalogue, instructions.Plan(args.quick, names(args.row)))
     print(instructions_tables.instructions_page(record))
     print(f"wrote {path.relative_to(REPO_ROOT)}")
@@ -304,6 +302,8 @@ def command_instructions(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """The conformance corpus (scripts/catalogue/conformance/cases.toml) against HTTP designs and three parsers
     (harness/suites/conformance/): print each design's verdict, exit 1 when a design died or did not start."""
+    from harness.render import conformance_tables
+    from harness.suites import conformance
     path, record = conformance.measure_plan(catalogue, conformance.Plan(
         names(args.design), names(args.case), args.quick, args.jobs, not args.no_gunicorn_corpus, args.out))
     print(conformance_tables.summary_table(record))
@@ -317,6 +317,7 @@ def command_conformance(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_deployment(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """bench.py deployment race|overload (harness/suites/deployment.py): 0 when every run ran, 1 otherwise."""
+    from harness.suites import deployment
     path, record = deployment.measure_plan(catalogue, deployment.Plan(args.part, names(args.design), args.quick,
                                                                       args.out))
     return with_problems(path, deployment.problems(record))
@@ -324,11 +325,14 @@ def command_deployment(catalogue: Catalogue, args: argparse.Namespace) -> int:
 
 def command_recipe(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """bench.py recipe check|quota (harness/suites/recipe.py): 0 when every run ran, 1 otherwise."""
+    from harness.suites import recipe
     path, record = recipe.measure_plan(catalogue, recipe.Plan(args.part, args.quick, args.out))
     return with_problems(path, recipe.problems(record))
 
 
 def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
+    from harness.model.records import load_scenario_records
+    from harness.render import site
     if args.check:
         problems = site.stale_files()
         for problem in problems:
@@ -348,6 +352,8 @@ def command_render(catalogue: Catalogue, args: argparse.Namespace) -> int:
 def command_new_design(catalogue: Catalogue, args: argparse.Namespace) -> int:
     """Add a design grown from one of ours: server file, catalogue entry, page, nav entry (harness/model/new_design.py),
     then a whole render. Refuses (exit 2) having written nothing."""
+    from harness.model import new_design
+    from harness.render import site
     try:
         design = new_design.plan(catalogue, args.name, args.grows_from, args.title, args.model,
                                  catalogue_dir=args.catalogue)
@@ -421,6 +427,7 @@ def restart_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def gil_dependencies_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.suites import gil_dependencies
     parser.add_argument("--python", action="append", default=None,
                         help="a CPython version as the catalogue names it (repeatable; default "
                              f"{' and '.join(gil_dependencies.DEFAULT_VERSIONS)})")
@@ -446,6 +453,8 @@ def hostile_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def how_fast_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.model import how_fast_steps
+    from harness.suites import how_fast
     parts = parser.add_subparsers(dest="part", required=True)
     steps = parts.add_parser("steps", help="measure every optimisation step of a chain and the reference servers")
     steps.add_argument("--chain", choices=sorted(how_fast_steps.CHAINS), default=how_fast_steps.HOW_FAST.name,
@@ -476,6 +485,7 @@ def idle_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def streaming_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.suites import streaming
     parser.add_argument("--quick", action="store_true", help="small phases, a few seconds each (not for results/)")
     parser.add_argument("--design", action="append", help="only this stream design (repeatable)")
     parser.add_argument("--phase", action="append",
@@ -486,6 +496,7 @@ def streaming_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def instructions_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.suites import instructions
     quick, full = instructions.QUICK.requests, instructions.FULL.requests
     parser.add_argument("--quick", action="store_true", help=f"{quick[0]:,} and {quick[1]:,} requests in place of "
                                                              f"{full[0]:,} and {full[1]:,}, into build/results/")
@@ -576,16 +587,66 @@ SUBCOMMANDS: dict[str, Subcommand] = {
 }
 
 
+class SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that adds its arguments when first used (to parse, or to print its help or usage).
+
+    Some builders import their suite for a default or a list of choices: built lazily, only the chosen
+    subcommand's builder runs, so `bench.py list` imports no suite and `bench.py run` no other suite's.
+    """
+
+    def __init__(self, *args: Any, arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.arguments = arguments
+
+    def built(self) -> SubcommandParser:
+        arguments, self.arguments = self.arguments, None
+        if arguments is not None:
+            arguments(self)
+        return self
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        return super(SubcommandParser, self.built()).parse_known_args(*args, **kwargs)
+
+    def format_usage(self) -> str:
+        return super(SubcommandParser, self.built()).format_usage()
+
+    def format_help(self) -> str:
+        return super(SubcommandParser, self.built()).format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
     parser.add_argument("--catalogue", type=Path, default=CATALOGUE_DIR,
                         help="directory of catalogue *.toml files (default: scripts/catalogue)")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=SubcommandParser)
     for name, subcommand in SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=subcommand.help)
-        subcommand.arguments(sub)
+        sub = commands.add_parser(name, help=subcommand.help, arguments=subcommand.arguments)
         sub.set_defaults(handler=subcommand.handler)
     return parser
+
+
+# The errors that say "bad input" (exit 2), by the module that defines them. A module no handler imported cannot
+# have raised its error, so main() catches those of the modules loaded, and importing them all is not needed.
+BAD_INPUT_ERRORS = {
+    "harness.model.catalogue": ("UnknownNameError",),
+    "harness.system.processes": ("PortBusyError",),
+    "harness.clients.tools": ("ToolMissingError",),
+    "harness.system.launcher": ("UnsupportedWorkError",),
+    "harness.suites.restart": ("RestartPlanError",),
+    "harness.suites.deployment": ("DeploymentPlanError",),
+    "harness.suites.recipe": ("RecipePlanError",),
+    "harness.system.cpu_quota": ("QuotaUnavailableError",),
+    "harness.render.figures": ("FigureError",),
+    "harness.suites.instructions": ("UnknownRowError",),
+    "harness.system.open_files": ("OpenFilesLimitError",),
+}
+
+
+def bad_input_errors() -> tuple[type[Exception], ...]:
+    """The classes of BAD_INPUT_ERRORS whose modules are loaded (at the time an error reaches main)."""
+    return tuple(getattr(sys.modules[module], name) for module, names in BAD_INPUT_ERRORS.items()
+                 if module in sys.modules for name in names)
 
 
 def interrupt(signum: int, frame: object) -> None:
@@ -604,9 +665,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: the catalogue in {args.catalogue}: {error}", file=sys.stderr)
             return EXIT_BAD_INPUT
         return args.handler(catalogue, args)
-    except (UnknownNameError, processes.PortBusyError, ToolMissingError, launcher.UnsupportedWorkError,
-            restart.RestartPlanError, deployment.DeploymentPlanError, recipe.RecipePlanError,
-            cpu_quota.QuotaUnavailableError, FigureError, instructions.UnknownRowError, OpenFilesLimitError) as error:
+    except bad_input_errors() as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

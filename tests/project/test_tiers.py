@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -41,3 +42,13 @@ def test_every_listed_file_and_test_exists() -> None:
 
 def test_a_listed_file_puts_its_tests_in_the_tier(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker(tiers.CHECK) is not None
+
+
+def test_make_test_runs_every_test_marked_alone() -> None:
+    """`make test` runs the `alone` tests from the files its Makefile line names, not by collecting every test."""
+    (line,) = [line for line in (REPO_ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+               if "-m alone" in line]
+    named = {REPO_ROOT / word for word in line.split() if word.startswith("tests/")}
+    marked = {path for path in (REPO_ROOT / "tests").rglob("test_*.py")
+              if re.search(r"^\s*@pytest\.mark\.alone\b", path.read_text(encoding="utf-8"), re.MULTILINE)}
+    assert marked and marked <= named, f"add {sorted(str(path) for path in marked - named)} to the Makefile's line"

@@ -7,12 +7,14 @@ and says which page to re-read.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import statistics
 
 from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records
+from harness.model.records.scenario_record import ScenarioRecord
 from harness.render import streaming_tables
 
 DOCS = REPO_ROOT / "docs"
@@ -22,10 +24,16 @@ UNBOUNDED = ("thread-per-connection", "epoll-loop", "asyncio-streams", "gunicorn
 KEEPS_UP = 0.95  # within 5% of the best median at the level
 
 
+@functools.cache
+def committed_records() -> dict[str, ScenarioRecord]:
+    """results/ read once per test process (0.45 CPU-s a read): the records are frozen, the tests only read them."""
+    return load_scenario_records()
+
+
 def medians(scenario_id: str, level: int | None = None) -> dict[str, float]:
     """Each design's median requests per second in a committed record, at one concurrency level (None: every run)."""
     found = {}
-    for design in load_scenario_records()[scenario_id].designs:
+    for design in committed_records()[scenario_id].designs:
         rates = [run.requests_per_second for run in design.runs
                  if level in (None, run.concurrency) and run.error is None and run.requests_per_second is not None]
         if rates:
