@@ -105,6 +105,14 @@ def test_a_broken_catalogue_is_bad_input_and_says_where(tmp_path: Path) -> None:
     assert f"the catalogue in {tmp_path}" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_catalogue_folder_without_catalogue_files_is_bad_input(tmp_path: Path) -> None:
+    """A mistyped --catalogue (a missing or an empty folder) says so; it exited 3, "bug in the harness", before."""
+    for folder in (tmp_path / "missing", tmp_path):
+        result = bench("--catalogue", str(folder), "list")
+        assert result.returncode == 2, result.stderr
+        assert f"no catalogue files (*.toml) in {folder}" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_bug_in_the_harness_exits_3_not_1_which_means_a_design_failed(monkeypatch: pytest.MonkeyPatch,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     spec = importlib.util.spec_from_file_location("bench_under_test", REPO_ROOT / "scripts" / "bench.py")

@@ -141,7 +141,10 @@ class Catalogue:
 def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, dict[str, Any]]]]:
     """Design and scenario tables from every *.toml in the directory, in file-name order."""
     designs, scenarios = [], []
-    for path in sorted(directory.glob("*.toml")):
+    files = sorted(directory.glob("*.toml"))
+    if not files:  # a mistyped --catalogue: say so, not "no designs" further on
+        raise ValueError(f"no catalogue files (*.toml) in {directory}")
+    for path in files:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
         designs += [(path, entry) for entry in data.get("design", [])]
         scenarios += [(path, entry) for entry in data.get("scenario", [])]
