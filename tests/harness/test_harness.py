@@ -24,6 +24,7 @@ from harness.clients import probe, verify
 from harness.model.catalogue import Design, Scenario
 from harness.model.paths import REPO_ROOT
 from harness.model.records import write_json_atomic
+from harness.model.settings import ScenarioSettings
 from harness.render import site
 from harness.suites import runner
 from harness.system import launcher, ports, processes
@@ -209,9 +210,9 @@ class ShortRunTool:
 def test_a_run_shorter_than_a_second_is_an_error_outside_a_fixed_count_experiment(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fixed_count: str | None) -> None:
     options = {"ceiling_exempt": "a test", **({"fixed_count": fixed_count} if fixed_count else {})}
-    scenario = Scenario(id="short-runs", title="t", article="", tool="short", requests=300, concurrency=[10],
-                        time_limit=5, delay=0.0, keep_alive=False, repeat=2, designs=["thread-per-connection"],
-                        quick={}, published={}, options=options)
+    scenario = Scenario(id="short-runs", title="t", tool="short", designs=["thread-per-connection"],
+                        full_settings=ScenarioSettings(requests=300, concurrency=[10], time_limit=5, delay=0.0,
+                                                       repeat=2, **options))
     monkeypatch.setattr(runner, "require_tool", lambda name: ShortRunTool())
     _, record = runner.run_scenario(CATALOGUE, scenario, None, quick=False, repeat=None, out_dir=tmp_path)
     design = record.designs[0]

@@ -1,5 +1,5 @@
-"""Load the design and scenario catalogue from scripts/catalogue/*.toml (designs read by typed.py, settings checked by
-settings.py)."""
+"""Load the design and scenario catalogue from scripts/catalogue/*.toml (designs and scenarios read by typed.py, a
+scenario's settings checked first by settings.py, with the tool that reads each)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from harness.model.paths import REPO_ROOT
-from harness.model.settings import TOOL_READS, ScenarioSettings, SettingsError, check_scenario
-from harness.model.typed import Check, Typed
+from harness.model.settings import (NAME_KEYS, QUICK_NAMES, TOOL_READS, ScenarioSettings, SettingsError,
+                                    check_scenario, check_sizes)
+from harness.model.typed import Check, Typed, any_age, optional
 
 CATALOGUE_DIR = REPO_ROOT / "scripts" / "catalogue"
 DEFAULT_COMMAND = ["{python}", "{file}", "--host", "{host}", "--port", "{port}", "--delay", "{delay}"]
@@ -69,57 +70,65 @@ class Design(Typed):
         return signal.Signals[self.stop_signals[0]]
 
 
-@dataclass(frozen=True)
-class Scenario:
+# The scenario's own designs, a few of them: which, the catalogue checks (a relation, load_catalogue).
+OWN_DESIGNS = Check("non-empty list of the scenario's own designs", bool)
+# The scenario whose quick run stands for this one: which, the catalogue checks (check_covered).
+STAND_IN = Check("the id of the scenario whose quick run stands for this one", lambda name: bool(name.strip()))
+
+
+class QuickTable(Typed):
+    """A `[scenario.quick]` table: the settings a quick run replaces, and two names. Written flat, as the catalogue
+    gives it, the settings first."""
+
+    # Checked against ScenarioSettings by settings.check_scenario (with the scenario's tool's reads).
+    settings: dict[str, Any] = field(default_factory=dict)
+    designs: Annotated[list[str], OWN_DESIGNS] | None = optional()  # the few a quick run measures
+    # A quick run of every scenario leaves this one out, and that scenario's quick run stands for it (the same tool
+    # and shape, one number apart); `--scenario ID --quick` still runs it.
+    covered_by: Annotated[str, STAND_IN] | None = optional()
+
+    @classmethod
+    def from_flat(cls, data: dict[str, Any]) -> dict[str, Any]:
+        names = {key: value for key, value in data.items() if key in QUICK_NAMES}
+        return {**names, "settings": {key: value for key, value in data.items() if key not in QUICK_NAMES}}
+
+    def to_flat(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data.pop("settings") | data
+
+
+class Scenario(Typed):
+    """A `[[scenario]]` table, and a scenario record's copy of the one it ran from (records/scenario_record.py): its
+    names, read by the one checker (typed.py), so a missing key or a value of the wrong type is an error naming the
+    file, the scenario and the key; and its settings, kept flat beside them as the catalogue writes them
+    (`full_settings` here; settings.check_scenario checks them first, with the tool that reads each)."""
+
     id: str
     title: str
-    article: str
-    tool: str
-    requests: int
-    concurrency: list[int]
-    time_limit: float
-    delay: float
-    keep_alive: bool
-    repeat: int
+    article: str = ""
+    tool: str  # one of TOOL_READS' (load_catalogue checks it)
     designs: list[str]
-    quick: dict[str, Any]
-    published: dict[str, Any]
-    options: dict[str, Any] = field(default_factory=dict)  # tool- or scenario-specific extras
-    quick_designs: list[str] | None = None  # `designs` in [scenario.quick]: the few a quick run measures
-    # `covered_by` in [scenario.quick]: a quick run of every scenario leaves this one out, and that scenario's quick
-    # run stands for it (the same tool and shape, one number apart); `--scenario ID --quick` still runs it
-    quick_covered_by: str | None = None
+    quick: QuickTable = field(default_factory=QuickTable)
+    published: dict[str, Any] = field(default_factory=dict)  # the article's own figures, keyed by level: free-form
+    # A record's: a setting retired since is left out, one required since reads None.
+    full_settings: ScenarioSettings = any_age()
+
+    @classmethod
+    def from_flat(cls, data: dict[str, Any]) -> dict[str, Any]:
+        names = {key: value for key, value in data.items() if key in NAME_KEYS}
+        return {**names, "full_settings": {key: value for key, value in data.items() if key not in NAME_KEYS}}
+
+    def to_flat(self, data: dict[str, Any]) -> dict[str, Any]:
+        settings = data.pop("full_settings")
+        return {key: data[key] for key in ("id", "title", "article", "tool")} | settings | {
+            key: data[key] for key in ("designs", "quick", "published")}
 
     def design_names(self, quick: bool) -> list[str]:
         """The designs a run measures: all of them, or in a quick run the few its quick table names."""
-        return list(self.quick_designs or self.designs) if quick else list(self.designs)
+        return list(self.quick.designs or self.designs) if quick else list(self.designs)
 
     def settings(self, quick: bool) -> ScenarioSettings:
         """The settings a run uses: the full ones, or with the quick overrides replaced in."""
-        full = ScenarioSettings.from_json(self.settings_table())
-        return replace(full, **self.quick) if quick else full
-
-    def settings_table(self) -> dict[str, Any]:
-        """The full run's settings as the catalogue writes them (the keys the scenario sets)."""
-        return {"requests": self.requests, "concurrency": self.concurrency, "time_limit": self.time_limit,
-                "delay": self.delay, "keep_alive": self.keep_alive, "repeat": self.repeat, **self.options}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "article": self.article,
-            "tool": self.tool,
-            **self.settings_table(),
-            "designs": self.designs,
-            "quick": {**self.quick, **({"designs": self.quick_designs} if self.quick_designs else {}),
-                      **({"covered_by": self.quick_covered_by} if self.quick_covered_by else {})},
-            "published": self.published,
-        }
-
-
-_SCENARIO_FIELDS = {"id", "title", "article", "tool", "requests", "concurrency", "time_limit", "delay", "keep_alive",
-                    "repeat", "designs", "quick", "published"}
+        return replace(self.full_settings, **self.quick.settings) if quick else self.full_settings
 
 
 @dataclass(frozen=True)
@@ -162,33 +171,22 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
         designs[design.name] = design
     scenarios: dict[str, Scenario] = {}
     for path, entry in scenario_entries:
+        where = f"{path}: scenario {entry.get('id', '(no id)')!r}"
         tool = entry.get("tool", "")
-        if tool not in TOOL_READS:
-            raise SettingsError(f"{path}: scenario {entry.get('id')!r}: unknown tool {tool!r}; "
-                                f"known: {', '.join(sorted(TOOL_READS))}")
-        check_scenario(path, entry, tool, TOOL_READS[tool])
-        scenario = Scenario(
-            id=entry["id"],
-            title=entry["title"],
-            article=entry.get("article", ""),
-            tool=entry["tool"],
-            requests=entry["requests"],
-            concurrency=entry["concurrency"],
-            time_limit=entry["time_limit"],
-            delay=entry["delay"],
-            keep_alive=entry.get("keep_alive", False),
-            repeat=entry["repeat"],
-            designs=entry["designs"],
-            quick={key: value for key, value in entry.get("quick", {}).items() if key not in {"designs", "covered_by"}},
-            published=entry.get("published", {}),
-            options={key: value for key, value in entry.items() if key not in _SCENARIO_FIELDS},
-            quick_designs=entry.get("quick", {}).get("designs"),
-            quick_covered_by=entry.get("quick", {}).get("covered_by"),
-        )
+        if not isinstance(tool, str) or tool not in TOOL_READS:
+            raise SettingsError(f"{where}: unknown tool {tool!r}; known: {', '.join(sorted(TOOL_READS))}")
+        check_scenario(where, entry, tool, TOOL_READS[tool])  # the settings, first: each with the tool that reads it
+        scenario = Scenario.from_json(entry, where)  # the names: typed
+        chosen = scenario.quick.designs
+        if chosen is not None and not set(chosen) <= set(scenario.designs):
+            raise SettingsError(f"{where}: quick.designs = {chosen!r}, expected: a non-empty list of the "
+                                "scenario's own designs")
+        quick = scenario.settings(quick=True)
+        check_sizes(where, quick.sizes, quick.size_arguments, scenario.designs)
         full = scenario.settings(quick=False)
         for name in [*scenario.designs, *(name for name in (full.ceiling, full.relative_to) if name)]:
             if name not in designs:
-                raise ValueError(f"{path}: scenario {scenario.id!r} names design {name!r}, which is not in the "
+                raise ValueError(f"{where} names design {name!r}, which is not in the "
                                  f"catalogue; known designs: {', '.join(sorted(designs))}")
         variants = (full, scenario.settings(quick=True))
         ceiling = designs.get(full.ceiling or "")
@@ -197,15 +195,15 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
                      "pipelining": any(variant.pipelining for variant in variants)}
             asks = [key for key, wanted in asked.items() if wanted and not getattr(ceiling, key)]
             if asks:
-                raise ValueError(f"{path}: scenario {scenario.id!r} sets {asks[0]} = true, but its ceiling "
+                raise ValueError(f"{where} sets {asks[0]} = true, but its ceiling "
                                  f"{ceiling.name!r} does not declare it: it would be refused, and no cell flagged")
         asks_work = any(variant.work for variant in variants)
         unable = [name for name in scenario.designs if asks_work and not designs[name].supports_work]
         if unable:  # caught here, not when the run reaches them
-            raise ValueError(f"{path}: scenario {scenario.id!r} sets work, but {', '.join(unable)} "
+            raise ValueError(f"{where} sets work, but {', '.join(unable)} "
                              "cannot do it (no supports_work = true)")
         if scenario.id in scenarios:
-            raise ValueError(f"{path}: scenario {scenario.id!r} is listed twice")
+            raise ValueError(f"{where} is listed twice")
         scenarios[scenario.id] = scenario
     check_covered(scenarios)
     return Catalogue(designs=designs, scenarios=scenarios)
@@ -214,14 +212,14 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
 def check_covered(scenarios: dict[str, Scenario]) -> None:
     """A scenario left out of a quick run of every scenario names one that runs in it, with the same tool."""
     for scenario in scenarios.values():
-        name = scenario.quick_covered_by
+        name = scenario.quick.covered_by
         if name is None:
             continue
         where = f"scenario {scenario.id!r}: quick.covered_by = {name!r}"
         if name not in scenarios:
             raise ValueError(f"{where}, which is not in the catalogue")
         stand_in = scenarios[name]
-        if stand_in.id == scenario.id or stand_in.quick_covered_by is not None:
+        if stand_in.id == scenario.id or stand_in.quick.covered_by is not None:
             raise ValueError(f"{where}, which a quick run of every scenario leaves out too: name one it runs")
         if stand_in.tool != scenario.tool:
             raise ValueError(f"{where}, which runs {stand_in.tool}, not {scenario.tool}: it cannot stand for it")

@@ -1,12 +1,12 @@
 """Scenario settings: every key a `[[scenario]]` may set, its type, and who reads it.
 
 A scenario's keys are its names (`id`, `title`, `article`, `tool`, `designs`, and the
-tables `quick` and `published`) and its settings: the fields of ScenarioSettings below, the one
-typed object a run reads (SETTINGS, the table the checks use, is read off its fields). A setting is
-read either by the harness, whatever the load tool (`delay`, `repeat`, `proxy`, ...), or
-by load tools only; TOOL_READS below lists, per load tool, the settings it reads (each
-adapter in clients/tools/ takes its `reads` from there, so the catalogue, a model, needs
-no client to check a scenario). Loading
+tables `quick` and `published`: catalogue.Scenario's typed fields, read by typed.py) and its
+settings: the fields of ScenarioSettings below, the one typed object a run reads (SETTINGS, the
+table the checks use, is read off its fields). A setting is read either by the harness, whatever
+the load tool (`delay`, `repeat`, `proxy`, ...), or by load tools only; TOOL_READS below lists,
+per load tool, the settings it reads (each adapter in clients/tools/ takes its `reads` from
+there, so the catalogue, a model, needs no client to check a scenario). Loading
 the catalogue checks every scenario, and its `[scenario.quick]` table, against this list:
 an unknown or misspelt key, a value of the wrong type, a missing required setting, or a
 tool setting the scenario's tool does not read is an error naming the key, the scenario
@@ -43,13 +43,13 @@ import difflib
 import math
 from collections.abc import Collection
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from harness.model.typed import NON_EMPTY, Check, RecordShapeError, Typed, field_types, read_value, type_name
 
 HARNESS, TOOL = "harness", "tool"
 NAME_KEYS = {"id", "title", "article", "tool", "designs", "quick", "published"}  # a scenario's names, not settings
+QUICK_NAMES = {"designs", "covered_by"}  # the names a [scenario.quick] table holds beside the settings it replaces
 MIN_RUN_SECONDS = 1.0  # a measured run shorter than this is an error, outside a fixed-count experiment
 # Faster than hey or ab has run here (hey with keep-alive against nginx: about 35,000 requests/s, pinned to
 # one CPU; wrk, which has no request count, reached 129,000): a hey or ab scenario whose `requests` would
@@ -196,26 +196,11 @@ class SettingsError(ValueError):
     """A scenario key that is unknown, of the wrong type, missing, or not read by the scenario's tool."""
 
 
-def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads: Collection[str]) -> None:
-    """Raise SettingsError, naming the file, the scenario and the key, at the first thing wrong."""
-    where = f"{path}: scenario {entry.get('id', '(no id)')!r}"
-    for key in ("id", "title", "tool", "designs"):
-        if key not in entry:
-            raise SettingsError(f"{where}: missing {key!r}")
+def check_scenario(where: str, entry: dict[str, Any], tool_name: str, tool_reads: Collection[str]) -> None:
+    """Raise SettingsError, naming the file and the scenario (`where`) and the setting, at the first setting wrong. The
+    scenario's names (NAME_KEYS, QUICK_NAMES) are catalogue.Scenario's typed fields, read by typed.py after this."""
     quick = entry.get("quick", {})
-    if not isinstance(quick, dict):
-        raise SettingsError(f"{where}: [scenario.quick] must be a table")
-    if "designs" in quick:  # the one name a quick run may change: which designs it measures
-        chosen = quick["designs"]
-        if not isinstance(chosen, list) or not chosen or not set(chosen) <= set(entry["designs"]):
-            raise SettingsError(f"{where}: quick.designs = {chosen!r}, expected: a non-empty list of the "
-                                "scenario's own designs")
-        quick = {key: value for key, value in quick.items() if key != "designs"}
-    if "covered_by" in quick:  # a name too: the scenario that stands for this one in a quick run of every scenario
-        if not isinstance(quick["covered_by"], str) or not quick["covered_by"].strip():
-            raise SettingsError(f"{where}: quick.covered_by = {quick['covered_by']!r}, expected: the id of the "
-                                "scenario whose quick run stands for this one")
-        quick = {key: value for key, value in quick.items() if key != "covered_by"}
+    quick = {key: value for key, value in quick.items() if key not in QUICK_NAMES} if isinstance(quick, dict) else {}
     tables = [("", {key: value for key, value in entry.items() if key not in NAME_KEYS}), ("quick.", quick)]
     for prefix, table in tables:
         for key, value in table.items():
@@ -228,7 +213,6 @@ def check_scenario(path: Path, entry: dict[str, Any], tool_name: str, tool_reads
     if any(variant.keep_alive for variant in variants) and "keep_alive" not in tool_reads:
         raise SettingsError(f"{where}: keep_alive = true, but its tool {tool_name!r} cannot keep connections alive")
     check_measurement(where, entry, quick, tool_name, variants)
-    check_sizes(where, variants[1].sizes, variants[1].size_arguments, entry["designs"])
 
 
 def check_sizes(where: str, sizes: dict[str, list[int]] | None, size_arguments: dict[str, list[str]] | None,
@@ -241,8 +225,6 @@ def check_sizes(where: str, sizes: dict[str, list[int]] | None, size_arguments: 
         if not any("{size}" in part for part in arguments.get(name, [])):
             raise SettingsError(f"{where}: sizes sweeps {name!r}, but size_arguments gives it no argument with "
                                 "{size} (e.g. [\"--workers\", \"{size}\"])")
-
-
 
 
 def check_measurement(where: str, entry: dict[str, Any], quick: dict[str, Any], tool_name: str,
@@ -302,7 +284,7 @@ def run_length_problem(settings: ScenarioSettings, tool_name: str) -> str | None
 def _check_one(where: str, shown: str, key: str, value: Any, tool_name: str, tool_reads: Collection[str]) -> None:
     setting = SETTINGS.get(key)
     if setting is None:
-        close = difflib.get_close_matches(key, [*SETTINGS, *NAME_KEYS], n=1)
+        close = difflib.get_close_matches(key, [*SETTINGS, *NAME_KEYS, *QUICK_NAMES], n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SettingsError(f"{where}: unknown setting {shown!r}{hint}; the settings are listed in "
                             "scripts/catalogue/README.md")

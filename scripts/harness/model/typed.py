@@ -18,8 +18,8 @@ bring each older version's data up to it, one version at a time; `from_json` app
 records load without being rewritten. Data of a newer version than the code is refused. Its `schema` field
 defaults to SCHEMA, so a record made now carries the version its class writes without a writer saying it.
 
-The catalogue's scenario tables are checked by it too, against ScenarioSettings' annotations (model/settings.py),
-and the suites' `[suite]` tables and plans are read by it. An annotation may add a condition in words with
+The catalogue's tables are read by it too (model/catalogue.py: Design, and Scenario, whose settings are checked
+against ScenarioSettings' annotations, model/settings.py), and the suites' `[suite]` tables and plans. An annotation may add a condition in words with
 `Annotated[T, Check(...)]` (NON_EMPTY: a list with at least one item) and name the values it allows with
 `Literal[...]`; `type_name` says any annotation in words, for errors and the catalogue's README. A field made with
 `any_age()` is read leniently (`from_json(data, lenient=True)`), as a record of any age: keys its class no longer
@@ -184,7 +184,13 @@ def read_value(kind: Any, value: Any, where: str, lenient: bool = False) -> Any:
     origin = typing.get_origin(kind)
     if origin is Annotated:
         inner, *conditions = typing.get_args(kind)
-        value = read_value(inner, value, where, lenient)
+        try:
+            value = read_value(inner, value, where, lenient)
+        except RecordShapeError:
+            if inner not in WORDS:  # a nested value's error says where in it
+                raise
+            raise RecordShapeError(f"{where}: expected {type_name(kind)}, found {type(value).__name__} {value!r:.60}") \
+                from None  # a plain value: the annotation's words say what it is for, not only its type
         if not all(condition.holds(value) for condition in conditions if isinstance(condition, Check)):
             raise RecordShapeError(f"{where}: expected {type_name(kind)}, found {value!r:.60}")
         return value

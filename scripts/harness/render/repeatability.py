@@ -300,7 +300,7 @@ def leaders(first_run: dict[str, ScenarioRecord], second_run: dict[str, Scenario
     first, second = first_run.get(scenario_id), second_run.get(scenario_id)
     if first is None or second is None or not_comparable(first, second):
         return ""
-    reference = first.scenario.settings.relative_to
+    reference = first.scenario.full_settings.relative_to
     runs = []
     for label, record in (("A", first), ("B", second)):
         rates = {design: median for (design, _level), (median, _bound) in medians(record).items()}

@@ -155,7 +155,7 @@ QUICK_RUN_BUDGET_SECONDS = 180.0
 def every_scenario(catalogue: Catalogue, quick: bool) -> list[Scenario]:
     """What a run of every scenario runs: all but those run only by name, and in a quick run those covered by another."""
     return [scenario for scenario in catalogue.scenarios.values()
-            if not scenario.settings(quick=False).named_only and not (quick and scenario.quick_covered_by)]
+            if not scenario.settings(quick=False).named_only and not (quick and scenario.quick.covered_by)]
 
 
 def scenario_cells(catalogue: Catalogue, scenario: Scenario, design_names: list[str] | None, quick: bool,

@@ -35,7 +35,7 @@ from harness.model.catalogue import Catalogue, Design, Scenario
 from harness.model.records import record_path, write_record_atomic
 from harness.model.records.common import Environment
 from harness.model.records.scenario_record import (DatabaseRun, Interpreter, Outcome, Run, RunnerExtras,
-                                                   ScenarioEntry, ScenarioRecord)
+                                                   ScenarioRecord)
 from harness.model.settings import MIN_RUN_SECONDS, ScenarioSettings
 from harness.suites import plan
 from harness.system import gil_report, launcher, ports, postgres, processes, syscall_trace
@@ -290,7 +290,7 @@ def scenario_record(scenario: Scenario, quick: bool, settings: ScenarioSettings,
     """A scenario's record: what ran, where, when, and every design's runs (finished now). `extra`: the record's
     optional parts (database_command, interleaved_with); the exact CPython is asked here when the scenario chose one."""
     return ScenarioRecord(
-        scenario=ScenarioEntry.from_json(scenario.to_json(), f"scenario {scenario.id}"),
+        scenario=scenario,
         mode="quick" if quick else "full",
         settings=settings,
         environment=environment,

@@ -52,13 +52,13 @@ def test_a_slower_quick_table_breaks_the_budget(tmp_path: Path) -> None:
 
 def test_a_covered_scenario_is_left_out_of_a_quick_run_of_every_scenario_only() -> None:
     catalogue = load_catalogue()
-    covered = [scenario.id for scenario in catalogue.scenarios.values() if scenario.quick_covered_by]
+    covered = [scenario.id for scenario in catalogue.scenarios.values() if scenario.quick.covered_by]
     assert "pipelining-depth-16" in covered
     quick = {scenario.id for scenario in plan.every_scenario(catalogue, quick=True)}
     full = {scenario.id for scenario in plan.every_scenario(catalogue, quick=False)}
     assert full - quick == set(covered)
     for scenario_id in covered:  # each stand-in runs in the quick run, with the same tool
-        stand_in = catalogue.scenario(catalogue.scenario(scenario_id).quick_covered_by or "")
+        stand_in = catalogue.scenario(catalogue.scenario(scenario_id).quick.covered_by or "")
         assert stand_in.id in quick and stand_in.tool == catalogue.scenario(scenario_id).tool
 
 
@@ -66,7 +66,7 @@ def test_a_covered_scenario_is_left_out_of_a_quick_run_of_every_scenario_only() 
     ('"pipelining-depth-64"', "quick.covered_by = 'pipelining-depth-64', which is not in the catalogue"),
     ('"pipelining-depth-16"', "which a quick run of every scenario leaves out too"),
     ('"keep-alive"', "which runs hey, not wrk: it cannot stand for it"),
-    ('""', "expected: the id of the scenario whose quick run stands for this one"),
+    ('""', "quick.covered_by: expected the id of the scenario whose quick run stands for this one, found ''"),
 ])
 def test_a_covered_by_that_names_no_stand_in_is_refused(tmp_path: Path, covered_by: str, expected: str) -> None:
     directory = tmp_path / "catalogue"

@@ -115,7 +115,7 @@ def test_one_plan_spans_every_scenario_of_a_run() -> None:
 def test_a_quick_run_measures_the_few_designs_its_quick_table_names() -> None:
     from_scratch = CATALOGUE.scenario("from-scratch")
     chosen = from_scratch.design_names(quick=True)
-    assert chosen == from_scratch.quick_designs and set(chosen) < set(from_scratch.designs)
+    assert chosen == from_scratch.quick.designs and set(chosen) < set(from_scratch.designs)
     assert from_scratch.design_names(quick=False) == from_scratch.designs
     assert from_scratch.to_json()["quick"]["designs"] == chosen  # the record says which
     full = plan.plan_run(CATALOGUE, [(from_scratch, None)], quick=False, repeat=1)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from harness.clients import tools
 from harness.model import settings
-from harness.model.catalogue import load_catalogue
+from harness.model.catalogue import CATALOGUE_DIR, Scenario, load_catalogue, read_entries
 from harness.model.paths import REPO_ROOT
+from harness.model.records.scenario_record import ScenarioRecord
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
 DESIGN = """
@@ -131,10 +132,12 @@ def test_every_scenario_gives_typed_settings_that_its_record_gives_back() -> Non
     """Full and quick (the quick table replaced in); a record keeps what the scenario set, and reads back equal."""
     for scenario in load_catalogue().scenarios.values():
         full, quick = scenario.settings(quick=False), scenario.settings(quick=True)
-        assert quick == dataclasses.replace(full, **scenario.quick), scenario.id
+        assert quick == dataclasses.replace(full, **scenario.quick.settings), scenario.id
         for variant in (full, quick):
             assert settings.ScenarioSettings.from_json(variant.to_json(), lenient=True) == variant, scenario.id
-        assert set(full.to_json()) <= set(scenario.settings_table()), scenario.id
+    for _, entry in read_entries(CATALOGUE_DIR)[1]:  # the keys the scenario sets, as the catalogue writes them
+        written = load_catalogue().scenario(entry["id"]).settings(quick=False).to_json()
+        assert set(written) <= (entry.keys() - settings.NAME_KEYS) | settings.ALWAYS_RECORDED, entry["id"]
 
 
 def readme_rows() -> dict[str, list[str]]:
@@ -226,10 +229,51 @@ def test_quick_designs_are_a_few_of_the_scenarios_own(tmp_path: Path) -> None:
         in refused(tmp_path)
 
 
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("title", "3", "scenario 's'.title: expected string, found int 3"),
+    ("article", "[]", "scenario 's'.article: expected string, found list []"),
+    ("published", '"yes"', "scenario 's'.published: expected an object, found str"),
+    ("designs", '"sequential-sockets"', "scenario 's'.designs: expected a list, found str"),
+])
+def test_a_scenarios_own_key_of_the_wrong_type_is_an_error_naming_it(tmp_path: Path, key: str, value: str,
+                                                                       expected: str) -> None:
+    """The names beside the settings are typed too (catalogue.Scenario, read by typed.py), not only present."""
+    path = write_catalogue(tmp_path, **{key: value})
+    assert f"{path}: {expected}" in refused(tmp_path)
+
+
+def test_a_quick_that_is_not_a_table_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = write_catalogue(tmp_path)
+    path.write_text(path.read_text(encoding="utf-8") + 'quick = "short"\n', encoding="utf-8")  # the scenario's last key
+    assert f"{path}: scenario 's'.quick: expected a JSON object (QuickTable), found str" in refused(tmp_path)
+
+
+@pytest.mark.parametrize(("drop", "quick", "expected"), [
+    ("title", "", "scenario 's': missing key `title` (Scenario needs it)"),
+    ("id", "", "scenario '(no id)': missing key `id` (Scenario needs it)"),
+    ("", "designs = []", "scenario 's'.quick.designs: expected non-empty list of the scenario's own designs, found []"),
+    ("", 'covered_by = " "', "scenario 's'.quick.covered_by: expected the id of the scenario whose quick run stands "
+                              "for this one, found ' '"),
+    ("", "covered_by = 3", "scenario 's'.quick.covered_by: expected the id of the scenario whose quick run stands "
+                           "for this one, found int 3"),
+])
+def test_a_missing_name_or_a_bad_quick_name_is_an_error_naming_it(tmp_path: Path, drop: str, quick: str,
+                                                                  expected: str) -> None:
+    path = write_catalogue(tmp_path, quick=quick, drop=(drop,))
+    assert f"{path}: {expected}" in refused(tmp_path)
+
+
+def test_the_scenario_names_are_the_scenarios_fields_and_a_record_keeps_the_same_class() -> None:
+    """settings.NAME_KEYS (what is not a setting) cannot drift from catalogue.Scenario's fields; a record's entry is a
+    Scenario, so the catalogue and the records read a scenario table with one class."""
+    assert settings.NAME_KEYS == {field.name for field in dataclasses.fields(Scenario)} - {"full_settings"}
+    assert typing.get_type_hints(ScenarioRecord)["scenario"] is Scenario
+
+
 def test_every_scenario_of_the_site_measures_a_ceiling_or_says_why_not() -> None:
     """And exempts only what the README names: a fixed count only with an article's figures, or a picture."""
     for scenario in load_catalogue().scenarios.values():
-        options = scenario.options
-        assert ("ceiling" in options) != ("ceiling_exempt" in options), scenario.id
-        if options.get("fixed_count"):
-            assert scenario.published or options.get("timeline"), scenario.id
+        full = scenario.settings(quick=False)
+        assert (full.ceiling is None) != (full.ceiling_exempt is None), scenario.id
+        if full.fixed_count:
+            assert scenario.published or full.timeline, scenario.id

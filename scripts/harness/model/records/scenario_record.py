@@ -25,7 +25,8 @@ from typing import Any, ClassVar, Self
 
 from harness.model.records.common import Environment
 from harness.model.typed import RecordShapeError, Typed, any_age, optional, tagged
-from harness.model.settings import NAME_KEYS, ScenarioSettings
+from harness.model.catalogue import Scenario
+from harness.model.settings import ScenarioSettings
 
 
 class Latency(Typed):
@@ -331,30 +332,6 @@ class Outcome(Typed):
     measured_in: str | None = optional()  # a design taken from another record, by its id
 
 
-class ScenarioEntry(Typed):
-    """The catalogue entry the scenario ran from: its names, and its settings kept flat beside them as in the
-    catalogue (`settings` here; the record's own `settings` are the ones the run used, quick or full)."""
-
-    id: str
-    title: str
-    article: str
-    tool: str
-    designs: list[str]
-    quick: dict[str, Any]  # the settings a quick run replaces, as the catalogue gives them
-    published: Any  # the article's own figures, keyed by level (`figures_50`, `failed_50`): free-form by design
-    settings: ScenarioSettings = any_age()  # a setting retired since is left out, one required since reads None
-
-    @classmethod
-    def from_flat(cls, data: dict[str, Any]) -> dict[str, Any]:
-        names = {key: value for key, value in data.items() if key in NAME_KEYS}
-        return {**names, "settings": {key: value for key, value in data.items() if key not in NAME_KEYS}}
-
-    def to_flat(self, data: dict[str, Any]) -> dict[str, Any]:
-        settings = data.pop("settings")
-        return {key: data[key] for key in ("id", "title", "article", "tool")} | settings | {
-            key: data[key] for key in ("designs", "quick", "published")}
-
-
 class ScenarioRecord(Typed):
     """results/<scenario>.json: one scenario's complete run (or a quick or partial one, in build/results/)."""
 
@@ -365,7 +342,7 @@ class ScenarioRecord(Typed):
     }
 
     schema: int
-    scenario: ScenarioEntry
+    scenario: Scenario  # the catalogue entry it ran from, its settings flat beside its names as the catalogue has them
     mode: str  # "full" or "quick"
     settings: ScenarioSettings = any_age()
     environment: Environment
