@@ -3,7 +3,8 @@
 The site is built once per session (the strict build tests/conftest.py shares), served from 127.0.0.1 by http.server in a thread, and every
 page of the build (found on disk, so new pages are covered without a list here) is visited once
 at 1280 px and, narrowed, at 390 px in headless Chromium (Debian's, driven by Playwright; two at once, each
-visiting every other page). What a
+visiting every other page; every page but the home page with a search index of no documents, so
+Material's search worker does not index the whole site on each of them: LightSearchHandler). What a
 visit sees is kept, and the tests below assert on it, so each check fails on its own.
 
 Offline: Chromium sends every request for another host to a dead proxy (so it fails at once),
@@ -13,13 +14,17 @@ and the visit records it, so such a request is both blocked and a test failure.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import http.server
+import json
 import os
 import re
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,7 +124,38 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="session")
 def site_url(built_site: Path) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(built_site)))
+    with served(built_site) as url:
+        yield url
+
+
+class LightSearchHandler(QuietHandler):
+    """The build as QuietHandler serves it, but the search index with its config and no documents.
+
+    Material's search worker fetches the index and builds its lunr index of every section (731) on each page load:
+    0.5-0.9 CPU-seconds a page, a third of a visit, for nothing a visit's check reads. The visits load every page
+    but the home page from this server: the index is still fetched from each page's own relative URL (a wrong one
+    is a failed request) and the worker still starts on it (an error is a console error); the home page's visit,
+    and the search tests, load the real index."""
+
+    def __init__(self, *args: object, light_index: bytes, **kwargs: object) -> None:
+        self.light_index = light_index  # before the base class's __init__, which answers the request
+        super().__init__(*args, **kwargs)
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        if urlsplit(self.path).path != "/search/search_index.json":
+            super().do_GET()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.light_index)))
+        self.end_headers()
+        self.wfile.write(self.light_index)
+
+
+@contextlib.contextmanager
+def served(site: Path, handler: type[QuietHandler] = QuietHandler, **options: object) -> Iterator[str]:
+    """The build served from 127.0.0.1 by `handler` in a thread: its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(site), **options))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -148,7 +184,7 @@ def page_paths(site: Path) -> list[str]:
     return ["" if page == "./" else page for page in pages]
 
 
-def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
+def watch(page: object, visit_for: dict[str, Visit]) -> None:
     """Record console errors, failed requests and requests to other hosts against the page being visited."""
     def current() -> Visit:
         return visit_for["current"]
@@ -165,7 +201,7 @@ def watch(page: object, visit_for: dict[str, Visit], site_url: str) -> None:
     page.on("pageerror", lambda error: current().console_errors.append(str(error)))
     page.on("request", on_request)
     page.on("response", on_response)
-    page.on("requestfailed", lambda request: request.url.startswith(site_url) and
+    page.on("requestfailed", lambda request: urlsplit(request.url).hostname == "127.0.0.1" and
             current().failed_requests.append(f"{request.failure} {request.url}"))
 
 
@@ -235,8 +271,8 @@ class ContrastCover:
             return bool(new) or path == ""
 
 
-def visit_pages(site_url: str, visits: list[Visit], cover: ContrastCover) -> None:
-    """Visit each page in a Chromium of this thread's own (visit_page)."""
+def visit_pages(urls: dict[str, str], visits: list[Visit], cover: ContrastCover) -> None:
+    """Visit each page (at `urls[its path]`) in a Chromium of this thread's own (visit_page)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe = Axe()
@@ -247,25 +283,25 @@ def visit_pages(site_url: str, visits: list[Visit], cover: ContrastCover) -> Non
             context = browser.new_context(viewport={"width": WIDE, "height": 900})
             context.add_init_script(OPEN_SHADOW_ROOTS)
             page = context.new_page()
-            watch(page, visit_for, site_url)
+            watch(page, visit_for)
             try:
                 for visit in visits:
                     visit_for["current"] = visit
-                    visit_page(page, site_url, visit, axe, cover)
+                    visit_page(page, urls[visit.path], visit, axe, cover)
             finally:
                 context.close()
         finally:
             browser.close()
 
 
-def visit_page(page: object, site_url: str, visit: Visit, axe: object, cover: ContrastCover) -> None:
+def visit_page(page: object, url: str, visit: Visit, axe: object, cover: ContrastCover) -> None:
     """One load at 1280 px (errors, requests, diagrams, images, overflow, axe), the window narrowed to 390 px
     (overflow, tables that scroll without saying so), widened again (table widths, every collapsed block opened).
 
     Narrowed, not loaded again at 390 px: the phone's layout is CSS media queries, which a resize applies, and
     site.js marks scrolling tables again on every resize; a second load was a quarter of the visit's time."""
     path = visit.path
-    page.goto(site_url + path, wait_until="load")  # at 1280 px: the context opens so, and each visit ends so
+    page.goto(url, wait_until="load")  # at 1280 px: the context opens so, and each visit ends so
     if page.locator(".mermaid").count():
         try:  # a diagram that never renders is reported below, with the others
             page.wait_for_function("""() => [...document.querySelectorAll(".mermaid")]
@@ -299,13 +335,19 @@ def visit_page(page: object, site_url: str, visit: Visit, axe: object, cover: Co
 
 @pytest.fixture(scope="module")
 def visits(site_url: str, built_site: Path) -> dict[str, Visit]:
-    """Every page visited (visit_pages), by VISITORS Chromiums at once, each taking every VISITORS-th page."""
+    """Every page visited (visit_pages), by VISITORS Chromiums at once, each taking every VISITORS-th page; the
+    home page with the real search index, the others with none (LightSearchHandler)."""
     visits = {path: Visit(path) for path in page_paths(built_site)}
     assert visits, "the build has no pages"
     shares = [list(visits.values())[start::VISITORS] for start in range(VISITORS)]
     cover = ContrastCover()
-    with concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
-        for done in [pool.submit(visit_pages, site_url, share, cover) for share in shares]:
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert index["docs"], "the search index is empty"
+    light_index = json.dumps({"config": index["config"], "docs": []}).encode()
+    with served(built_site, LightSearchHandler, light_index=light_index) as light_url, \
+            concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
+        urls = {path: (site_url if path == "" else light_url) + path for path in visits}
+        for done in [pool.submit(visit_pages, urls, share, cover) for share in shares]:
             done.result()  # a visitor's exception, raised here
     return visits
 
@@ -382,6 +424,20 @@ def test_every_image_loads_and_has_alt_text(visits: dict[str, Visit]) -> None:
     bad = {path: [image for image in visit.images if not (image["loaded"] and image["alt"])]
            for path, visit in visits.items()}
     assert {path: images for path, images in bad.items() if images} == {}
+
+
+def test_the_visits_server_changes_the_search_index_and_nothing_else(tmp_path: Path) -> None:
+    """LightSearchHandler answers the search index with what it was given, and every other path as the build has it."""
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search" / "search_index.json").write_text('{"docs": ["a section"]}', encoding="utf-8")
+    (tmp_path / "index.html").write_text("<p>home</p>", encoding="utf-8")
+    with served(tmp_path, LightSearchHandler, light_index=b'{"docs": []}') as url:
+        assert urllib.request.urlopen(url + "search/search_index.json?v=1").read() == b'{"docs": []}'
+        assert urllib.request.urlopen(url).read() == b"<p>home</p>"
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(url + "search/missing.json")
+    with served(tmp_path) as url:
+        assert urllib.request.urlopen(url + "search/search_index.json").read() == b'{"docs": ["a section"]}'
 
 
 def test_only_rules_that_cannot_report_a_serious_violation_are_left_out() -> None:
