@@ -114,7 +114,7 @@ class Visit:
     tables: tuple[int, int] = (0, 0)  # (tables measured, of which marked wide on purpose)
     silent_scrollers: list[str] = field(default_factory=list)  # at 390 px: scrolling tables that do not say so
     serious_violations: list[str] = field(default_factory=list)
-    contrast_checked: bool = False  # whether axe's colour-contrast rule ran here (ContrastCover)
+    contrast_checked: bool = False  # whether axe's colour rules ran here (ContrastCover)
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -222,60 +222,81 @@ def launch(playwright: object) -> object:
 
 # Kinds of element that show text in the article: the element's tag, classes and inline style, and its
 # parent's. Contrast depends on these (the theme colours them by class), not on the words.
-TEXT_KINDS = """() => {
+KIND_OF = """
   const kind = el => el.tagName.toLowerCase() + "." + [...el.classList].sort().join(".")
     + (el.getAttribute("style") ? "[" + el.getAttribute("style") + "]" : "");
-  const kinds = new Set();
-  for (const el of document.querySelectorAll(".md-content *")) {
-    if ([...el.childNodes].some(node => node.nodeType === 3 && node.textContent.trim()))
-      kinds.add(kind(el.parentElement) + " > " + kind(el));
-  }
-  return [...kinds];
-}"""
+  const kindOf = el => [...el.childNodes].some(node => node.nodeType === 3 && node.textContent.trim())
+    ? kind(el.parentElement) + " > " + kind(el) : null;
+  const texts = [...document.querySelectorAll(".md-content *")].filter(kindOf);
+"""
+TEXT_KINDS = "() => {" + KIND_OF + "return [...new Set(texts.map(kindOf))]; }"
+# The article's text elements of the given kinds marked, for axe's colour rules (ContrastCover): how many.
+MARK_KINDS = "kinds => {" + KIND_OF + """const wanted = new Set(kinds);
+  const marked = texts.filter(el => wanted.has(kindOf(el)));
+  marked.forEach(el => el.setAttribute("data-colour-check", ""));
+  return marked.length; }"""
+MARKED = {"include": [["[data-colour-check]"]]}
 NEXT_FRAME = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
 
 
-def low_impact_rules() -> list[str]:
-    """axe's rules declared minor or moderate in the axe-core bundled with axe-playwright-python.
+def axe_source() -> str:
+    """The axe-core bundled with axe-playwright-python, as the page runs it."""
+    import axe_playwright_python
+
+    return (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+
+
+def low_impact_rules(source: str) -> list[str]:
+    """axe's rules declared minor or moderate.
 
     A rule's declared impact overrides its checks' (axe-core sets every failing check's impact to the rule's), so
     these rules never report the serious or critical violations the test counts: running them cost 40% of axe's
     time on a page without the contrast rule (20.0 s against 33.6 s over 40 pages), for no change of verdict."""
-    import axe_playwright_python
-
-    source = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
     return sorted(set(re.findall(r'id:"([a-z0-9-]+)",impact:"(?:minor|moderate)"', source)))
 
 
-LOW_IMPACT_RULES = low_impact_rules()
+def colour_rules(source: str) -> list[str]:
+    """axe's rules in its colour category (tag cat.color) that it runs unless told otherwise: color-contrast and
+    link-in-text-block, each comparing the colours of an element with those around it, so they answer by kind of
+    element (ContrastCover)."""
+    return sorted(rule for rule, declared in re.findall(r'id:"([a-z0-9-]+)",([^{}]*?)tags:\["cat\.color"', source)
+                  if "enabled:!1" not in declared)
+
+
+AXE_SOURCE = axe_source()
+LOW_IMPACT_RULES = low_impact_rules(AXE_SOURCE)
+COLOUR_RULES = colour_rules(AXE_SOURCE)
 COUNTED = {"resultTypes": ["violations"], "rules": {rule: {"enabled": False} for rule in LOW_IMPACT_RULES}}
-NO_CONTRAST = {"resultTypes": ["violations"], "rules": {**COUNTED["rules"], "color-contrast": {"enabled": False}}}
+NO_CONTRAST = {"resultTypes": ["violations"],
+               "rules": {**COUNTED["rules"], **{rule: {"enabled": False} for rule in COLOUR_RULES}}}
+COLOUR_ONLY = {"resultTypes": ["violations"], "runOnly": {"type": "rule", "values": COLOUR_RULES}}
 
 
 @dataclass
 class ContrastCover:
-    """The kinds of text element (TEXT_KINDS) axe's colour-contrast rule has already checked, on any page.
+    """The kinds of text element (TEXT_KINDS) axe's colour rules (COLOUR_RULES) have already checked, on any page.
 
-    The rule is four fifths of axe's time here (about 2.5 s of a 3.3 s run on a long page) and answers the same
-    for every element of one kind, so it runs on a page only when the page shows a kind no earlier page did (the
-    home page always): every kind of text element on the site is checked at least once; every other rule runs on
-    every page."""
+    Those rules were most of axe's time here: color-contrast about 2.5 s of a 3.3 s run on a long page, and
+    link-in-text-block, once contrast ran only here, 1.0 s of the 1.7 s left on a long page (50 ms a link: it works
+    out each link's colours and its paragraph's). Both compare an element's colours with those around it, so they
+    answer the same for every element of one kind: on a page they check only the text elements of kinds no earlier
+    page showed (MARK_KINDS), and the whole home page, so every kind of text element on the site is checked at
+    least once, and the second page with a new kind does not check again the hundred kinds it shares with the
+    first; every other rule runs on every page."""
 
     checked: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def needed(self, path: str, kinds: list[str]) -> bool:
+    def new(self, kinds: list[str]) -> list[str]:
+        """The kinds no page showed before, now counted as checked (the caller checks them)."""
         with self.lock:
             new = set(kinds) - self.checked
             self.checked |= new
-            return bool(new) or path == ""
+            return sorted(new)
 
 
 def visit_pages(urls: dict[str, str], visits: list[Visit], cover: ContrastCover) -> None:
     """Visit each page (at `urls[its path]`) in a Chromium of this thread's own (visit_page)."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    axe = Axe()
     visit_for: dict[str, Visit] = {}
     with playwright_api.sync_playwright() as playwright:
         browser = launch(playwright)
@@ -287,14 +308,22 @@ def visit_pages(urls: dict[str, str], visits: list[Visit], cover: ContrastCover)
             try:
                 for visit in visits:
                     visit_for["current"] = visit
-                    visit_page(page, urls[visit.path], visit, axe, cover)
+                    visit_page(page, urls[visit.path], visit, cover)
             finally:
                 context.close()
         finally:
             browser.close()
 
 
-def visit_page(page: object, url: str, visit: Visit, axe: object, cover: ContrastCover) -> None:
+def serious_violations(page: object, context: dict | None, options: dict) -> list[str]:
+    """axe's serious and critical violations on the page (axe already in it), in `context` (None: the whole page)."""
+    violations = page.evaluate("([context, options]) => axe.run(context || document, options).then(r => r.violations)",
+                               [context, options])
+    return [f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
+            for violation in violations if violation["impact"] in ("serious", "critical")]
+
+
+def visit_page(page: object, url: str, visit: Visit, cover: ContrastCover) -> None:
     """One load at 1280 px (errors, requests, diagrams, images, overflow, axe), the window narrowed to 390 px
     (overflow, tables that scroll without saying so), widened again (table widths, every collapsed block opened).
 
@@ -312,13 +341,17 @@ def visit_page(page: object, url: str, visit: Visit, axe: object, cover: Contras
     visit.images = page.evaluate(IMAGES)
     # The navigation (header, both sidebars, footer) is the same on every page: axe checks it on
     # the home page, and only the article elsewhere (axe was 2-8 s a page, most of the visit).
-    visit.contrast_checked = cover.needed(path, page.evaluate(TEXT_KINDS))
-    violations = axe.run(page, context=None if path == "" else {"include": [[".md-content"]]},
-                         options=COUNTED if visit.contrast_checked else NO_CONTRAST
-                         ).response["violations"]
-    visit.serious_violations = [
-        f"{violation['id']} ({violation['impact']}): {violation['nodes'][0]['target']}"
-        for violation in violations if violation["impact"] in ("serious", "critical")]
+    new_kinds = cover.new(page.evaluate(TEXT_KINDS))
+    page.evaluate(AXE_SOURCE)
+    if path == "":
+        visit.serious_violations = serious_violations(page, None, COUNTED)
+        visit.contrast_checked = True
+    else:
+        visit.serious_violations = serious_violations(page, {"include": [[".md-content"]]}, NO_CONTRAST)
+        if new_kinds:
+            assert page.evaluate(MARK_KINDS, new_kinds) > 0, f"{path}: no element of the kinds {new_kinds}"
+            visit.serious_violations += serious_violations(page, MARKED, COLOUR_ONLY)
+            visit.contrast_checked = True
     visit.overflow[WIDE] = page.evaluate(OVERFLOWING)
     if path in SCREENSHOT_OF:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -441,10 +474,12 @@ def test_the_visits_server_changes_the_search_index_and_nothing_else(tmp_path: P
 
 
 def test_only_rules_that_cannot_report_a_serious_violation_are_left_out() -> None:
-    """The rules left out are axe's declared minor and moderate ones, and none the test could count."""
+    """The rules left out are axe's declared minor and moderate ones, and none the test could count; the rules left
+    out where ContrastCover has seen every kind of text element are axe's colour rules."""
     assert {"region", "heading-order", "landmark-one-main"} <= set(LOW_IMPACT_RULES)
     assert not {"color-contrast", "image-alt", "link-name", "aria-allowed-attr"} & set(LOW_IMPACT_RULES)
     assert 20 <= len(LOW_IMPACT_RULES) <= 60, LOW_IMPACT_RULES
+    assert COLOUR_RULES == ["color-contrast", "link-in-text-block"], COLOUR_RULES
 
 
 def test_no_serious_accessibility_violation(visits: dict[str, Visit]) -> None:
