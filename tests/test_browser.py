@@ -170,6 +170,17 @@ def served(site: Path, handler: type[QuietHandler] = QuietHandler, **options: ob
         thread.join(timeout=10)
 
 
+@pytest.fixture(scope="module")
+def light_url(built_site: Path) -> Iterator[str]:
+    """The build served with a search index of no documents (LightSearchHandler): for the pages whose checks use no
+    search (the visits but the home page's, the page tests but the search test)."""
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert index["docs"], "the search index is empty"
+    light_index = json.dumps({"config": index["config"], "docs": []}).encode()
+    with served(built_site, LightSearchHandler, light_index=light_index) as url:
+        yield url
+
+
 # Module scope, not session: while sync_playwright runs, this thread has a running asyncio loop, and
 # every later test that calls asyncio.run() in-process (test_http_load, test_real_servers, ...) would fail.
 @pytest.fixture(scope="module")
@@ -374,18 +385,14 @@ def visit_page(page: object, url: str, visit: Visit, cover: ContrastCover) -> No
 
 
 @pytest.fixture(scope="module")
-def visits(site_url: str, built_site: Path) -> dict[str, Visit]:
+def visits(site_url: str, light_url: str, built_site: Path) -> dict[str, Visit]:
     """Every page visited (visit_pages), by VISITORS Chromiums at once, each taking every VISITORS-th page; the
     home page with the real search index, the others with none (LightSearchHandler)."""
     visits = {path: Visit(path) for path in page_paths(built_site)}
     assert visits, "the build has no pages"
     shares = [list(visits.values())[start::VISITORS] for start in range(VISITORS)]
     cover = ContrastCover()
-    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
-    assert index["docs"], "the search index is empty"
-    light_index = json.dumps({"config": index["config"], "docs": []}).encode()
-    with served(built_site, LightSearchHandler, light_index=light_index) as light_url, \
-            concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
+    with concurrent.futures.ThreadPoolExecutor(VISITORS) as pool:
         urls = {path: (site_url if path == "" else light_url) + path for path in visits}
         for done in [pool.submit(visit_pages, urls, share, cover) for share in shares]:
             done.result()  # a visitor's exception, raised here
@@ -445,12 +452,12 @@ def test_the_diagrams_the_pages_describe_are_drawn_as_svg(visits: dict[str, Visi
     assert {path: count for path, count in drawn.items() if count < DIAGRAMS[path]} == {}, drawn
 
 
-def test_plots_follow_the_dark_scheme(page: object, site_url: str) -> None:
+def test_plots_follow_the_dark_scheme(page: object, light_url: str) -> None:
     """A plot is an <img>: in the dark scheme the page turns it around (site.css), in the light one it is left alone."""
     filters = {}
     for scheme in ("dark", "light"):
         page.emulate_media(color_scheme=scheme)
-        page.goto(site_url + "many-cores/")
+        page.goto(light_url + "many-cores/")
         page.evaluate("() => localStorage.clear()")  # Material remembers a toggled scheme; follow the media
         page.reload()
         filters[scheme] = page.locator(".md-content img[src*='plots/']").first.evaluate(
@@ -542,9 +549,9 @@ def test_search_finds_the_term_and_its_links_work(page: object, site_url: str, t
         assert term.lower() in page.locator(".md-content").inner_text().lower(), href
 
 
-def test_the_light_dark_toggle_switches_the_scheme(page: object, site_url: str) -> None:
+def test_the_light_dark_toggle_switches_the_scheme(page: object, light_url: str) -> None:
     page.emulate_media(color_scheme="light")
-    page.goto(site_url)
+    page.goto(light_url)
     scheme = lambda: page.locator("body").get_attribute("data-md-color-scheme")  # noqa: E731
     assert scheme() == "default"
     page.locator("form[data-md-component=palette] label:visible").first.click()
@@ -553,11 +560,11 @@ def test_the_light_dark_toggle_switches_the_scheme(page: object, site_url: str) 
     assert scheme() == "default"
 
 
-def test_the_notebook_page_shows_its_outputs(page: object, site_url: str, built_site: Path) -> None:
+def test_the_notebook_page_shows_its_outputs(page: object, light_url: str, built_site: Path) -> None:
     notebooks = [path for path in page_paths(built_site) if path.startswith("notebooks/")]
     assert notebooks, "the notebook page is not in the build"
     for path in notebooks:
-        page.goto(site_url + path)
+        page.goto(light_url + path)
         outputs = page.locator(".jp-OutputArea-output")
         assert outputs.count() > 0, f"{path}: no cell output"
         assert outputs.locator("img, table, pre").count() > 0, f"{path}: the outputs are empty"
@@ -578,9 +585,9 @@ def test_linkchecker_finds_no_broken_internal_link_or_anchor(site_url: str, tmp_
     assert "0 errors found" in result.stdout, result.stdout[-2000:]
 
 
-def test_pointing_at_a_glossary_word_shows_its_tooltip(page: object, site_url: str) -> None:
+def test_pointing_at_a_glossary_word_shows_its_tooltip(page: object, light_url: str) -> None:
     """Words defined in docs/glossary.md get Material's tooltip (content.tooltips), not only the browser's title."""
-    page.goto(site_url + "cpu-bound/")
+    page.goto(light_url + "cpu-bound/")
     word = page.locator("article p abbr", has_text="GIL").first
     title = word.get_attribute("title")  # Material moves it into its own tooltip on hover
     assert title, "no glossary tooltip on the word GIL (scripts/glossary_hook.py)"
