@@ -136,7 +136,7 @@ class LightSearchHandler(QuietHandler):
     """The build as QuietHandler serves it, but the search index with its config and no documents.
 
     Material's search worker fetches the index and builds its lunr index of every section (731) on each page load:
-    0.5-0.9 CPU-seconds a page, a third of a visit, for nothing a visit's check reads. The visits load every page
+    0.5-0.9 CPU-seconds a page (68 of the visit's 262), for nothing a visit's check reads. The visits load every page
     but the home page from this server: the index is still fetched from each page's own relative URL (a wrong one
     is a failed request) and the worker still starts on it (an error is a console error); the home page's visit,
     and the search tests, load the real index."""
