@@ -27,8 +27,9 @@ from harness.render.site import HEADER
 from harness.render import timeline_player
 from harness.render.timeline_player import PAIRS, timeline_player_files
 
-# The browser's fixtures: the same server and Chromium as the site's other browser checks.
-from test_browser import browser, site_url  # noqa: F401 - pytest finds fixtures by name
+# The browser's fixtures: the same server and Chromium as the site's other browser checks (the build served with a
+# search index of no documents: the player uses no search, and Material's worker would index the site on each load).
+from test_browser import browser, light_url  # noqa: F401 - pytest finds fixtures by name
 
 from conftest import started
 
@@ -144,9 +145,9 @@ def time_of(player: Any) -> int:
 
 
 def test_the_home_page_player_plays_steps_and_switches_pairs_by_mouse_and_keyboard(
-        player_page: Any, site_url: str) -> None:  # noqa: F811
+        player_page: Any, light_url: str) -> None:  # noqa: F811
     page = player_page
-    page.goto(site_url)
+    page.goto(light_url)
     player = page.locator(".timeline-player[data-ready]").first
     player.wait_for(timeout=WAIT_MS)
     assert state(player, "pair") == "0" and player.locator(".tp-panel").count() == 2
@@ -196,9 +197,9 @@ def test_the_home_page_player_plays_steps_and_switches_pairs_by_mouse_and_keyboa
     assert PAIRS[1][1] in live.text_content(), "the switch is announced"
 
 
-def test_a_design_page_plays_its_own_run(player_page: Any, site_url: str) -> None:  # noqa: F811
+def test_a_design_page_plays_its_own_run(player_page: Any, light_url: str) -> None:  # noqa: F811
     page = player_page
-    page.goto(site_url + "designs/thread-per-connection/")
+    page.goto(light_url + "designs/thread-per-connection/")
     player = page.locator(".timeline-player[data-ready]").first
     player.wait_for(timeout=WAIT_MS)
     assert player.locator(".tp-name strong").all_text_contents() == ["thread-per-connection"]
