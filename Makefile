@@ -40,8 +40,9 @@ check: $(VENV)/.installed  ## the fast tier: every test that starts no process (
 	$(PY) -m pytest -m check -q
 
 # Four workers (pytest-xdist): three took 775 s beside a busy loop, each worker busy for 710 s, mostly waiting on
-# servers; four took 654 and 668 s there, where the run is CPU-bound (960-990 CPU-seconds on the 1.5 CPUs the loop
-# leaves), so a fifth would not help. The reload test that once failed on four passed 8 of 8 beside three busy loops.
+# servers; four took 589 and 558 s there (fresh clones, about 750 CPU-seconds on the 1.5 CPUs the loop leaves, the
+# four workers busy until within 2 s of each other), so a fifth would not help. The reload test that once failed on
+# four passed 8 of 8 beside three busy loops.
 # Tests that share an expensive module fixture share a worker (conftest.py); tests marked `alone` measure how many
 # CPUs a server uses at once, so they run afterwards, by themselves: from the one file that has them (collecting
 # every test to find them took 15 s; tests/project/test_tiers.py fails if another file gains one).
