@@ -14,7 +14,20 @@ from typing import Any
 from harness.model.paths import REPO_ROOT
 from harness.model.records.scenario_record import ScenarioRecord
 
-BASE = REPO_ROOT / "tests" / "fixtures" / "render" / "async-101.json"
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
+BASE = FIXTURES / "async-101.json"
+
+
+def fixture(name: str) -> dict[str, Any]:
+    """A fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
+    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+    data.pop("fixture", None)
+    return data
+
+
+def typed(data: dict[str, Any]) -> ScenarioRecord:
+    """The record the renderers read, checked by its class (a fake with a misspelt key fails here)."""
+    return ScenarioRecord.from_json(data, "test record")
 
 
 def fake_run(**keys: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Typed scenario settings for tests that give a tool or the plan only the few settings they exercise."""
+"""Typed scenario settings for tests that give a tool or the plan only the few settings they exercise, and the one
+design table the catalogue tests write around what they change."""
 
 from __future__ import annotations
 
@@ -12,3 +13,16 @@ def settings_of(**given: Any) -> ScenarioSettings:
     is None (unset: a test of one tool's command needs no scenario around it), every other setting its default."""
     return ScenarioSettings.from_json({name: value for name, value in given.items() if value is not None},
                                       lenient=True)
+
+
+# A whole `[[design]]` table, every required key, as a catalogue file holds it.
+DESIGN_TABLE = """[[design]]
+name = "sequential-sockets"
+title = "t"
+kind = "http"
+file = "servers/sequential_sockets.py"
+page = "designs/sequential-sockets.md"
+model = "sequential"
+concurrent = false
+reproduces = []
+"""

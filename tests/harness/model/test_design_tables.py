@@ -13,23 +13,14 @@ import bench
 import pytest
 from harness.model.catalogue import Design, load_catalogue
 from harness.model.paths import REPO_ROOT
+from scenario_settings import DESIGN_TABLE
 
-DESIGN = """[[design]]
-name = "sequential-sockets"
-title = "t"
-kind = "http"
-file = "servers/sequential_sockets.py"
-page = "designs/sequential-sockets.md"
-model = "sequential"
-concurrent = false
-reproduces = []
-"""
 
 
 def catalogue_with(directory: Path, line: str) -> Path:
     """A one-design catalogue whose only fault is the line `key = value` set in its design table."""
     key = line.split("=")[0].strip()
-    kept = [own for own in DESIGN.splitlines() if not own.startswith(f"{key} =")] if key else DESIGN.splitlines()
+    kept = [own for own in DESIGN_TABLE.splitlines() if not own.startswith(f"{key} =")] if key else DESIGN_TABLE.splitlines()
     path = directory / "catalogue.toml"
     path.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
     return path
@@ -63,7 +54,7 @@ def test_a_value_of_the_wrong_type_is_refused_saying_what_was_expected(tmp_path:
 
 def test_a_missing_key_is_refused_by_name(tmp_path: Path) -> None:
     """Before the checker, a design without `page` stopped the loader with a TypeError: bench.py's "bug" exit 3."""
-    (tmp_path / "catalogue.toml").write_text(DESIGN.replace('page = "designs/sequential-sockets.md"\n', ""),
+    (tmp_path / "catalogue.toml").write_text(DESIGN_TABLE.replace('page = "designs/sequential-sockets.md"\n', ""),
                                              encoding="utf-8")
     with pytest.raises(ValueError, match="'sequential-sockets': missing key `page`"):
         load_catalogue(tmp_path)

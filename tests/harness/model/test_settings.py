@@ -18,20 +18,10 @@ from harness.clients import tools
 from harness.model import settings
 from harness.model.catalogue import CATALOGUE_DIR, Scenario, load_catalogue, read_entries
 from harness.model.paths import REPO_ROOT
+from scenario_settings import DESIGN_TABLE
 from harness.model.records.scenario_record import ScenarioRecord
 
 BENCH = [sys.executable, str(REPO_ROOT / "scripts" / "bench.py")]
-DESIGN = """
-[[design]]
-name = "sequential-sockets"
-title = "t"
-kind = "http"
-file = "servers/sequential_sockets.py"
-page = "designs/sequential-sockets.md"
-model = "sequential"
-concurrent = false
-reproduces = []
-"""
 SCENARIO = {"id": '"s"', "title": '"t"', "tool": '"ab"', "requests": "10", "concurrency": "[1]",
             "time_limit": "1", "delay": "0", "repeat": "1", "designs": '["sequential-sockets"]',
             "ceiling_exempt": '"a test"', "fixed_count": '"a test"'}
@@ -41,7 +31,7 @@ def write_catalogue(directory: Path, quick: str = "", drop: tuple[str, ...] = ()
     entry = {**{key: value for key, value in SCENARIO.items() if key not in drop}, **changes}
     body = "\n".join(f"{key} = {value}" for key, value in entry.items())
     path = directory / "catalogue.toml"
-    path.write_text(f"{DESIGN}\n[[scenario]]\n{body}\n" + (f"\n[scenario.quick]\n{quick}\n" if quick else ""),
+    path.write_text(f"{DESIGN_TABLE}\n[[scenario]]\n{body}\n" + (f"\n[scenario.quick]\n{quick}\n" if quick else ""),
                     encoding="utf-8")
     return path
 

@@ -4,11 +4,11 @@ the article's figure on plots, and the tables marked wide on purpose (harness.pr
 from __future__ import annotations
 
 import copy
-import json
 import re
 from typing import Any
 
 import pytest
+from fake_records import fixture, typed
 from harness.model.catalogue import load_catalogue
 from harness.model.paths import REPO_ROOT
 from harness.model.records.scenario_record import ScenarioRecord
@@ -23,19 +23,6 @@ from harness.render.presentation import (
     wide_table,
 )
 
-FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
-
-
-def fixture(name: str) -> dict[str, Any]:
-    """A fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
-    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
-    data.pop("fixture", None)
-    return data
-
-
-def typed(data: dict[str, Any]) -> ScenarioRecord:
-    """The record the renderers read, checked by its class."""
-    return ScenarioRecord.from_json(data, "test record")
 
 
 def test_a_known_design_links_to_its_page_from_the_docs_root_with_its_title_as_tooltip() -> None:

@@ -17,28 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_records import fake_outcome, fake_record, fake_run
+from fake_records import fake_outcome, fake_record, fake_run, fixture, typed
 from harness.model import limits
-from harness.model.paths import REPO_ROOT
 from harness.model.records import load_scenario_records, rerun_dir
 from harness.model.records.scenario_record import ScenarioRecord
 from harness.model.stats import median_interval, spread
 from harness.render import cells, memory, multi_process_tables, plots, repeatability, site
 from harness.render.cells import cells_by_level, level_key, spread_warning
 
-FIXTURES = REPO_ROOT / "tests" / "fixtures" / "render"
-
-
-def fixture(name: str) -> dict[str, Any]:
-    """A fixture's JSON, to change before it is read (its `fixture` key, a note on where it came from, left out)."""
-    data = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
-    data.pop("fixture", None)
-    return data
-
-
-def typed(data: dict[str, Any]) -> ScenarioRecord:
-    """The record the renderers read, checked by its class (a fake with a misspelt key fails here)."""
-    return ScenarioRecord.from_json(data, "test record")
 
 
 def record(name: str) -> ScenarioRecord:
