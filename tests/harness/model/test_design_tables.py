@@ -20,7 +20,8 @@ from scenario_settings import DESIGN_TABLE
 def catalogue_with(directory: Path, line: str) -> Path:
     """A one-design catalogue whose only fault is the line `key = value` set in its design table."""
     key = line.split("=")[0].strip()
-    kept = [own for own in DESIGN_TABLE.splitlines() if not own.startswith(f"{key} =")] if key else DESIGN_TABLE.splitlines()
+    lines = DESIGN_TABLE.splitlines()
+    kept = [own for own in lines if not own.startswith(f"{key} =")] if key else lines
     path = directory / "catalogue.toml"
     path.write_text("\n".join([*kept, line]) + "\n", encoding="utf-8")
     return path
