@@ -4,9 +4,10 @@ A scenario's keys are its names (`id`, `title`, `article`, `tool`, `designs`, an
 tables `quick` and `published`: catalogue.Scenario's typed fields, read by typed.py) and its
 settings: the fields of ScenarioSettings below, the one typed object a run reads (SETTINGS, the
 table the checks use, is read off its fields). A setting is read either by the harness, whatever
-the load tool (`delay`, `repeat`, `proxy`, ...), or by load tools only; TOOL_READS below lists,
-per load tool, the settings it reads (each adapter in clients/tools/ takes its `reads` from
-there, so the catalogue, a model, needs no client to check a scenario). Loading
+the load tool (`delay`, `repeat`, `proxy`, ...), or by load tools only; LOAD_TOOLS below describes
+each load tool once: the settings it reads (each adapter in clients/tools/ takes its `reads` from
+there, so the catalogue, a model, needs no client to check a scenario), how its runs end, what it
+counts (TOOL_READS, COUNTED_TOOLS, DURATION_TOOLS and LINE_ECHO_TOOLS are views of it). Loading
 the catalogue checks every scenario, and its `[scenario.quick]` table, against this list:
 an unknown or misspelt key, a value of the wrong type, a missing required setting, or a
 tool setting the scenario's tool does not read is an error naming the key, the scenario
@@ -34,7 +35,7 @@ A setting's type is its annotation, checked by the one reader of catalogue and r
 and said in words by its type_name (errors here, the catalogue README's table): no table of type names beside it.
 
 To add a setting: one field of ScenarioSettings below; for a tool setting, also its name in the
-TOOL_READS entry of each load tool that reads it.
+LOAD_TOOLS entry (its `reads`) of each load tool that reads it.
 """
 
 from __future__ import annotations
@@ -55,9 +56,6 @@ MIN_RUN_SECONDS = 1.0  # a measured run shorter than this is an error, outside a
 # one CPU; wrk, which has no request count, reached 129,000): a hey or ab scenario whose `requests` would
 # last this long at this rate is stopped by its time limit, never by its count.
 FASTEST_COUNTED_RATE = 100_000
-COUNTED_TOOLS = {"ab", "hey"}  # tools that stop at `requests` or at the time limit, whichever comes first
-DURATION_TOOLS = {"wrk"}  # tools that run for the time limit and have no request count
-LINE_ECHO_TOOLS = {"echo-client"}  # tools that send one line per connection and count echoes, not HTTP answers
 FULL_RUN_ONLY = {"ceiling", "ceiling_exempt", "fixed_count"}  # what a scenario measures: never changed by quick
 
 
@@ -95,8 +93,8 @@ class ScenarioSettings(Typed):  # a frozen, keyword-only dataclass: required set
     """Every setting a `[[scenario]]` may set, typed: one object per run, made by Scenario.settings().
 
     A quick run's object is the full run's with `[scenario.quick]` replaced in (dataclasses.replace).
-    To add a setting: one field below; for a tool setting, also its name in the TOOL_READS entry of
-    each load tool that reads it, and a row in scripts/catalogue/README.md.
+    To add a setting: one field below; for a tool setting, also its name in the LOAD_TOOLS entry (`reads`)
+    of each load tool that reads it, and a row in scripts/catalogue/README.md.
     """
 
     requests: int = _setting(HARNESS, required=True)  # requests per run (wrk, echo-client ignore it)
@@ -178,18 +176,40 @@ SETTINGS: dict[str, Setting] = {  # the catalogue's table of settings, read off 
 ALWAYS_RECORDED = {name for name, setting in SETTINGS.items() if setting.required} | {"keep_alive"}
 
 
-TOOL_READS: dict[str, frozenset[str]] = {  # load tool -> the settings it reads (adapters: clients/tools/*.py)
-    "ab": frozenset({"requests", "concurrency", "time_limit", "keep_alive", "ab_flags"}),
-    "echo-client": frozenset({"concurrency", "time_limit", "echo_rate"}),
-    "hey": frozenset({"requests", "concurrency", "time_limit", "keep_alive", "timeout"}),
+@dataclass(frozen=True)
+class LoadTool:
+    """One load tool as the model knows it, said once: the settings it reads, how one of its runs ends, what it
+    counts. Its adapter (clients/tools/) runs it; its extras (records/scenario_record.py) are what it reports beyond
+    every run's fields."""
+
+    reads: frozenset[str]
+    # "time": runs for the time limit, no request count; "count or time": stops at `requests` or the time limit,
+    # whichever comes first; "count or schedule": ends when it has sent its requests (a line per connection, for the
+    # echo client) or its open-loop schedule at `rate`, however soon
+    ends: Literal["time", "count or time", "count or schedule"]
+    counts: Literal["HTTP answers", "echoed lines"] = "HTTP answers"
+
+
+LOAD_TOOLS: dict[str, LoadTool] = {
+    "ab": LoadTool(frozenset({"requests", "concurrency", "time_limit", "keep_alive", "ab_flags"}), "count or time"),
+    # one line per connection, echoes counted, not HTTP answers
+    "echo-client": LoadTool(frozenset({"concurrency", "time_limit", "echo_rate"}), "count or schedule",
+                            "echoed lines"),
+    "hey": LoadTool(frozenset({"requests", "concurrency", "time_limit", "keep_alive", "timeout"}), "count or time"),
     # not keep_alive: our HTTP client always closes
-    "http-client": frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds", "timeline",
-                              "client_timeout"}),
+    "http-client": LoadTool(frozenset({"requests", "concurrency", "time_limit", "rate", "schedule_seconds",
+                                       "timeline", "client_timeout"}), "count or schedule"),
     # open loop at a fixed rate; never keeps a connection (-keepalive=false), as our own client
-    "vegeta": frozenset({"concurrency", "time_limit", "rate", "schedule_seconds", "timeout"}),
-    "wrk": frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth",
-                      "header_statistic", "request_heads"}),
+    "vegeta": LoadTool(frozenset({"concurrency", "time_limit", "rate", "schedule_seconds", "timeout"}),
+                       "count or schedule"),
+    "wrk": LoadTool(frozenset({"concurrency", "time_limit", "keep_alive", "timeout", "wrk_threads", "pipeline_depth",
+                               "header_statistic", "request_heads"}), "time"),
 }
+# Views of LOAD_TOOLS, by the trait their readers ask about.
+TOOL_READS = {name: tool.reads for name, tool in LOAD_TOOLS.items()}  # the settings each reads
+COUNTED_TOOLS = {name for name, tool in LOAD_TOOLS.items() if tool.ends == "count or time"}
+DURATION_TOOLS = {name for name, tool in LOAD_TOOLS.items() if tool.ends == "time"}
+LINE_ECHO_TOOLS = {name for name, tool in LOAD_TOOLS.items() if tool.counts == "echoed lines"}
 
 
 class SettingsError(ValueError):

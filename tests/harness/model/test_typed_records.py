@@ -18,7 +18,7 @@ from harness.model.records.kinds import record_class
 from harness.model.records.scenario_record import (EXTRAS_BY_TOOL, HttpClientExtras, Run, RunnerExtras,
                                                    ScenarioRecord, WrkExtras)
 from harness.model.typed import RecordShapeError, Typed, migrate, optional
-from harness.model.settings import TOOL_READS
+from harness.model.settings import LOAD_TOOLS, TOOL_READS
 
 
 def same_data(written: Any, read_back: Any) -> bool:
@@ -137,7 +137,7 @@ def test_a_run_keeps_at_most_20_own_fields_and_each_tool_its_extras() -> None:
     values are in its extras class, one per load tool the catalogue knows, and no value's name is in two parts."""
     own = {item.name for item in dataclasses.fields(Run)}
     assert len(own) <= 20, sorted(own)
-    assert set(EXTRAS_BY_TOOL) == set(TOOL_READS)  # every load tool has its extras class, and only those
+    assert set(EXTRAS_BY_TOOL) == set(TOOL_READS) == set(LOAD_TOOLS)  # every load tool has its extras class, only those
     runner = {item.name for item in dataclasses.fields(RunnerExtras)}
     for kind in EXTRAS_BY_TOOL.values():
         extras = {item.name for item in dataclasses.fields(kind)}
