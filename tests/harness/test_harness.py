@@ -107,11 +107,19 @@ def test_a_broken_catalogue_is_bad_input_and_says_where(tmp_path: Path) -> None:
 
 
 def test_a_catalogue_folder_without_catalogue_files_is_bad_input(tmp_path: Path) -> None:
-    """A mistyped --catalogue (a missing or an empty folder) says so; it exited 3, "bug in the harness", before."""
-    for folder in (tmp_path / "missing", tmp_path):
+    """A mistyped --catalogue (a missing or an empty folder, one of a suite's own catalogues, a table written
+    [design]) says so; each exited 3, "bug in the harness", before."""
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    (tables / "one.toml").write_text('[design]\nname = "x"\n')
+    cases = {tmp_path / "missing": f"no catalogue files (*.toml) in {tmp_path / 'missing'}",
+             tmp_path: f"no catalogue files (*.toml) in {tmp_path}",
+             REPO_ROOT / "scripts" / "catalogue" / "hostile": "no [[design]] tables in",
+             tables: "`design` must be an array of tables, each written [[design]]"}
+    for folder, message in cases.items():
         result = bench("--catalogue", str(folder), "list")
         assert result.returncode == 2, result.stderr
-        assert f"no catalogue files (*.toml) in {folder}" in result.stderr and "Traceback" not in result.stderr
+        assert message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_a_bug_in_the_harness_exits_3_not_1_which_means_a_design_failed(monkeypatch: pytest.MonkeyPatch,

@@ -52,3 +52,12 @@ def test_make_test_runs_every_test_marked_alone() -> None:
     marked = {path for path in (REPO_ROOT / "tests").rglob("test_*.py")
               if re.search(r"^\s*@pytest\.mark\.alone\b", path.read_text(encoding="utf-8"), re.MULTILINE)}
     assert marked and marked <= named, f"add {sorted(str(path) for path in marked - named)} to the Makefile's line"
+
+
+def test_the_tests_conftest_hands_out_first_exist() -> None:
+    """A renamed link check would silently stop going first (conftest.py's FIRST names tests by function)."""
+    (first,) = [ast.literal_eval(node.value) for node in ast.parse((REPO_ROOT / "conftest.py").read_text()).body
+                if isinstance(node, ast.Assign) and [getattr(target, "id", "") for target in node.targets] == ["FIRST"]]
+    defined = {node.name for path in (REPO_ROOT / "tests").rglob("test_*.py")
+               for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, ast.FunctionDef)}
+    assert first and first <= defined

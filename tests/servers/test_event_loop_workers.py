@@ -168,6 +168,9 @@ def test_a_reload_whose_new_workers_fail_keeps_the_old_ones(tmp_path) -> None:
     script = patched_server(tmp_path, FAIL_ONCE_BROKEN.format(broken=str(broken)), port)
     with processes.running_server([sys.executable, str(script)], port, tmp_path / "logs") as server:
         (old,) = forked_workers(server.process.pid)
+        # Serving first: a worker forked but not yet in its loop when `broken` appears fails like the new ones
+        # (a fresh-clone run beside a busy loop saw no worker left).
+        assert probe.get(server.host, server.port).status == 200
         broken.touch()
         os.kill(server.process.pid, signal.SIGHUP)
         wait_for(lambda: "reload failed" in server.stderr_path.read_text())

@@ -155,8 +155,13 @@ def read_entries(directory: Path) -> tuple[list[tuple[Path, dict[str, Any]]], li
         raise ValueError(f"no catalogue files (*.toml) in {directory}")
     for path in files:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-        designs += [(path, entry) for entry in data.get("design", [])]
-        scenarios += [(path, entry) for entry in data.get("scenario", [])]
+        for key, entries in (("design", designs), ("scenario", scenarios)):
+            tables = data.get(key, [])
+            if not isinstance(tables, list) or not all(isinstance(table, dict) for table in tables):
+                raise ValueError(f"{path}: `{key}` must be an array of tables, each written [[{key}]]")
+            entries += [(path, table) for table in tables]
+    if not designs:  # a folder of other TOML files (a suite's own catalogue, such as hostile/)
+        raise ValueError(f"no [[design]] tables in {directory}/*.toml")
     return designs, scenarios
 
 

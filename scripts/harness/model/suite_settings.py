@@ -4,7 +4,9 @@ record, and what a renderer reads back (both sides read them, so they live in th
 HostileSettings is the `[suite]` table of scripts/catalogue/hostile/cases.toml (which says what each
 is), StepsSettings says how a how-fast steps record was measured (suites/how_fast.py), CountSettings how
 the instruction counts were made (suites/instructions.py). Each is a typed part of its record
-(model/typed.py), read strictly: a key it does not know is refused, naming the nearest one.
+(model/typed.py), read strictly: a key it does not know is refused, naming the nearest one, and so is a record
+that lacks a setting without a default. A new setting therefore comes with a default, or with a step in its record
+kind's MIGRATIONS, or the committed records stop loading.
 """
 
 from __future__ import annotations
