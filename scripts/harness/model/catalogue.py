@@ -193,7 +193,7 @@ def load_catalogue(directory: Path = CATALOGUE_DIR) -> Catalogue:
             if name not in designs:
                 raise ValueError(f"{where} names design {name!r}, which is not in the "
                                  f"catalogue; known designs: {', '.join(sorted(designs))}")
-        variants = (full, scenario.settings(quick=True))
+        variants = (full, quick)
         ceiling = designs.get(full.ceiling or "")
         if ceiling is not None:  # caught here: the tool's ceiling must do what the scenario asks, as its designs do
             asked = {"keep_alive": any(variant.keep_alive for variant in variants),

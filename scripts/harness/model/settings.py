@@ -128,7 +128,8 @@ class ScenarioSettings(Typed):  # a frozen, keyword-only dataclass: required set
     named_only: str | None = _setting(HARNESS)
     database: bool | None = _setting(HARNESS)  # start a scratch PostgreSQL for the run (system/postgres.py)
     # Why a database scenario closes the connection after every answer (keep_alive false): a connection per request
-    # is exactly the work around a short query, so one that does it says why (tests/harness/model/test_database_records.py)
+    # is exactly the work around a short query, so one that does it says why
+    # (tests/harness/model/test_database_records.py)
     closes_connections: str | None = _setting(HARNESS)
     # A sizing sweep: each design named here runs once per count, restarted with size_arguments ({size} filled in).
     sizes: dict[DesignName, Annotated[list[int], NON_EMPTY]] | None = _setting(HARNESS)

@@ -19,12 +19,12 @@ records load without being rewritten. Data of a newer version than the code is r
 defaults to SCHEMA, so a record made now carries the version its class writes without a writer saying it.
 
 The catalogue's tables are read by it too (model/catalogue.py: Design, and Scenario, whose settings are checked
-against ScenarioSettings' annotations, model/settings.py), and the suites' `[suite]` tables and plans. An annotation may add a condition in words with
-`Annotated[T, Check(...)]` (NON_EMPTY: a list with at least one item) and name the values it allows with
-`Literal[...]`; `type_name` says any annotation in words, for errors and the catalogue's README. A field made with
-`any_age()` is read leniently (`from_json(data, lenient=True)`), as a record of any age: keys its class no longer
-knows are left out and a field without a default that the data lacks reads None (a scenario record's settings,
-written before a setting was retired or became required).
+against ScenarioSettings' annotations, model/settings.py), and the suites' `[suite]` tables and plans. An
+annotation may add a condition in words with `Annotated[T, Check(...)]` (NON_EMPTY: a list with at least one
+item) and name the values it allows with `Literal[...]`; `type_name` says any annotation in words, for errors and
+the catalogue's README. A field made with `any_age()` is read leniently (`from_json(data, lenient=True)`), as a
+record of any age: keys its class no longer knows are left out and a field without a default that the data lacks
+reads None (a scenario record's settings, written before a setting was retired or became required).
 """
 
 from __future__ import annotations
